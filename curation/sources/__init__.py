@@ -1,0 +1,62 @@
+"""Source registry: `source.kind` -> the module that turns a dump, a directory or an API into Documents.
+
+Every source module provides
+    iter_documents(source_cfg: dict) -> Iterator[Document]
+and may provide
+    snapshot(source_cfg: dict) -> dict        what the release manifest records about the input (files, md5s, dates)
+    shards(source_cfg: dict) -> list[dict]    independent pieces (one per site/file/tar); each is a source_cfg that
+                                              iter_documents accepts. The Ray job parses one shard per task.
+
+`source_cfg` is the config's `source` section. The job adds two read-only keys to it (unless the section sets them):
+`cutoffs` (the config's `cutoffs` section) and `member_cutoff` (= cutoffs.member_before), so that an API source can
+narrow its queries or fetch text as of the member cutoff when the window moves with `--set cutoffs.*`.
+
+A source that rejects an item itself yields a *quarantine document*: empty text and
+`meta["quarantine"] = {"stage": ..., "reason": ..., "detail": ...}`. The job excludes it with that reason, so every
+item the source saw is counted. Modules are imported lazily: a Stack Exchange build never imports the HTTP client.
+"""
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any, Iterator, Mapping
+
+from curation.document import Document
+
+SOURCE_MODULES = {
+    "stackexchange": "curation.sources.stackexchange",
+    "files": "curation.sources.files",
+    "arxiv": "curation.sources.arxiv",
+    "wikipedia": "curation.sources.wikipedia",
+}
+
+
+def source_module(kind: str) -> ModuleType:
+    if kind not in SOURCE_MODULES:
+        raise ValueError(f"unknown source.kind {kind!r}; known: {', '.join(sorted(SOURCE_MODULES))}")
+    return importlib.import_module(SOURCE_MODULES[kind])
+
+
+def source_config(cfg: Mapping[str, Any]) -> dict:
+    """The `source` section of a full config, with the cutoffs a source may read (see the module docstring)."""
+    source = dict(cfg["source"])
+    cutoffs = dict(cfg.get("cutoffs") or {})
+    source.setdefault("cutoffs", cutoffs)
+    source.setdefault("member_cutoff", cutoffs.get("member_before"))
+    return source
+
+
+def iter_documents(source_cfg: Mapping[str, Any]) -> Iterator[Document]:
+    return source_module(source_cfg["kind"]).iter_documents(dict(source_cfg))
+
+
+def shards(source_cfg: Mapping[str, Any]) -> list[dict]:
+    module = source_module(source_cfg["kind"])
+    return list(module.shards(dict(source_cfg))) if hasattr(module, "shards") else [dict(source_cfg)]
+
+
+def snapshot(source_cfg: Mapping[str, Any]) -> dict:
+    module = source_module(source_cfg["kind"])
+    if hasattr(module, "snapshot"):
+        return module.snapshot(dict(source_cfg))
+    return {"kind": source_cfg["kind"], "path": source_cfg.get("path")}

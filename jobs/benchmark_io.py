@@ -1,0 +1,87 @@
+"""Read a benchmark (jsonl, Parquet, or a release directory) into rows, quarantining bad ones with a reason.
+
+Never crashes on a bad row: a line that is not UTF-8, not JSON, has no text or no usable label becomes a
+quarantine row `{id, stage, reason, detail}`. rows in = good rows + quarantined rows, always.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+STAGE = "read"
+
+
+def _quarantine(rid: str, reason: str, detail: str) -> dict:
+    return {"id": rid, "stage": STAGE, "reason": reason, "detail": detail[:300]}
+
+
+def _check(raw: dict[str, Any], rid: str) -> tuple[dict | None, dict | None]:
+    text = raw.get("input", raw.get("text"))
+    if not isinstance(text, str) or not text.strip():
+        return None, _quarantine(rid, "empty_input", f"input={text!r}"[:100])
+    label = raw.get("label")
+    try:
+        label_int = int(label)
+        if label_int not in (0, 1) or float(label) != label_int:
+            raise ValueError
+    except (TypeError, ValueError):
+        return None, _quarantine(rid, "bad_label", f"label={label!r} (need 1 = member or 0 = non-member)")
+    bucket = raw.get("bucket")
+    return {"id": rid, "input": text, "label": label_int, "bucket": None if bucket is None else str(bucket)}, None
+
+
+def _jsonl_rows(path: Path):
+    with open(path, "rb") as fh:
+        for n, line in enumerate(fh, start=1):
+            rid = f"{path.stem}:{n}"
+            if not line.strip():
+                continue
+            try:
+                raw = json.loads(line.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                yield None, _quarantine(rid, "not_utf8", str(exc))
+                continue
+            except json.JSONDecodeError as exc:
+                yield None, _quarantine(rid, "bad_json", str(exc))
+                continue
+            if not isinstance(raw, dict):
+                yield None, _quarantine(rid, "bad_json", "line is not a JSON object")
+                continue
+            yield _check(raw, str(raw.get("id") or rid))
+
+
+def _parquet_rows(path: Path):
+    import pyarrow.parquet as pq
+
+    for n, raw in enumerate(pq.read_table(path).to_pylist(), start=1):
+        yield _check(raw, str(raw.get("id") or f"{path.stem}:{n}"))
+
+
+def benchmark_files(path: str | Path) -> list[Path]:
+    p = Path(path)
+    if p.is_dir():
+        data = p / "data" if (p / "data").is_dir() else p
+        files = sorted([*data.glob("*.parquet"), *data.glob("*.jsonl")])
+        if not files:
+            raise FileNotFoundError(f"{p}: no *.parquet or *.jsonl benchmark files found")
+        return files
+    if not p.exists():
+        raise FileNotFoundError(f"benchmark {p} does not exist")
+    return [p]
+
+
+def read_benchmark(path: str | Path) -> tuple[list[dict], list[dict]]:
+    """Return (rows, quarantined). Duplicate ids are quarantined too: results are joined on id."""
+    rows, quarantined, seen = [], [], set()
+    for f in benchmark_files(path):
+        it = _parquet_rows(f) if f.suffix == ".parquet" else _jsonl_rows(f)
+        for row, bad in it:
+            if bad is not None:
+                quarantined.append(bad)
+            elif row["id"] in seen:
+                quarantined.append(_quarantine(row["id"], "duplicate_id", "an earlier row has the same id"))
+            else:
+                seen.add(row["id"])
+                rows.append(row)
+    return rows, quarantined

@@ -1,0 +1,37 @@
+"""The `tidemark` command line: a thin typer app; each job module registers its own command(s).
+
+Job modules import heavy dependencies (torch, ray) inside their functions so that `tidemark --help` stays fast.
+"""
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+app = typer.Typer(
+    name="tidemark",
+    help="Find out what a large language model was trained on: membership benchmarks, detectors, corpus audits.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+)
+
+# One module per job; each defines `register(app)`. Order is the order shown in --help.
+JOB_MODULES = (
+    "jobs.build_benchmark",
+    "jobs.evaluate",
+    "jobs.rescore",
+    "jobs.demo",
+    "jobs.shift_audit",
+)
+
+for _name in JOB_MODULES:
+    importlib.import_module(_name).register(app)
+
+
+def main() -> None:  # pragma: no cover - console entry
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

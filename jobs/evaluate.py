@@ -1,0 +1,230 @@
+"""`tidemark evaluate`: read a benchmark → tokenise views (CPU actors) → score (model actor pool, GPU when asked)
+→ detectors → metrics, plots and report. The pipeline is Ray Data; everything it runs is Ray-free code in
+scoring/.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import typer
+
+from jobs.benchmark_io import read_benchmark
+
+
+@dataclass
+class EvaluateConfig:
+    benchmark: str
+    model: str
+    out: str
+    ref_model: Optional[str] = None
+    methods: str = "all"
+    actors: int = 1
+    gpus_per_actor: float = 0.0
+    batch_size: Optional[int] = None  # sequences per forward pass; None = device default (1 on CPU, 64 on GPU)
+    context: Optional[int] = None
+    stride: Optional[int] = None
+    recall_shots: int = 3
+    ref_corpus: Optional[str] = None
+    calibrate: str = "accuracy"
+    seed: int = 0
+    n_bootstrap: int = 1000
+    progress: bool = True
+    extra: dict = field(default_factory=dict)
+
+
+def resolve_methods(cfg: EvaluateConfig):
+    from scoring.detectors import parse_methods
+
+    methods = parse_methods(cfg.methods)
+    if not cfg.ref_model:
+        if any(m.name == "ref" for m in methods) and cfg.methods not in ("all", None):
+            raise typer.BadParameter("detector 'ref' needs --ref-model")
+        methods = [m for m in methods if m.name != "ref"]
+    return methods
+
+
+def choose_recall_prefix(rows: list[dict], shots: int, seed: int) -> tuple[str, set[str]]:
+    """ReCaLL's prefix: `shots` known non-members, drawn with a seed. They leave the evaluation set."""
+    rng = np.random.default_rng(seed)
+    non = [r for r in rows if r["label"] == 0]
+    if len(non) < shots:
+        raise ValueError(f"recall needs {shots} non-member rows for its prefix; the benchmark has {len(non)}")
+    picked = [non[i] for i in sorted(rng.choice(len(non), size=shots, replace=False))]
+    return "\n\n".join(r["input"] for r in picked) + "\n\n", {r["id"] for r in picked}
+
+
+def _ensure_ray():
+    import ray
+
+    if not ray.is_initialized():
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+        ray.init(address=os.environ.get("RAY_ADDRESS"), include_dashboard=False, logging_level="WARNING")
+    return ray
+
+
+def score_on_ray(rows: list[dict], cfg: EvaluateConfig, views: tuple[str, ...], prefix_text: str | None):
+    """The Ray Data pipeline. Returns the scored token-stats rows of the target (and reference) model."""
+    import pyarrow as pa
+
+    from scoring.tasks import ScoreTask, TokenizeTask, default_threads
+
+    ray = _ensure_ray()
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = cfg.progress
+    cpus = ray.cluster_resources().get("CPU", 1)
+    on_gpu = cfg.gpus_per_actor > 0
+    # Fractional CPUs: an actor pool of N with 1 CPU each can starve the tokeniser on a small machine.
+    actor_cpus = 1.0 if on_gpu else max(0.25, min(1.0, (cpus - 0.25) / max(1, cfg.actors)))
+    threads = 2 if on_gpu else default_threads(cfg.actors)
+    scorer_kwargs = {k: v for k, v in {"context": cfg.context, "stride": cfg.stride,
+                                       "max_batch_size": cfg.batch_size}.items() if v}
+    texts = pa.Table.from_pylist([{"id": r["id"], "input": r["input"]} for r in rows])
+    # Several blocks so every actor gets work. Slicing beats .repartition(): a repartition is a 1-CPU task that
+    # can starve forever behind the actor pools on a 2-core machine.
+    n_blocks = max(cfg.actors * 4, math.ceil(len(rows) / 64))
+    step = max(1, math.ceil(len(rows) / n_blocks))
+    ds = ray.data.from_arrow([texts.slice(i, step) for i in range(0, len(rows), step)])
+
+    def branch(model: str, branch_views, rename=None):
+        tok = ds.map_batches(TokenizeTask, fn_constructor_kwargs={
+            "model": model, "views": tuple(branch_views), "prefix_text": prefix_text, "rename_original": rename},
+            batch_format="pyarrow", batch_size=64, compute=ray.data.ActorPoolStrategy(size=1), num_cpus=0.25)
+        return tok.map_batches(ScoreTask, fn_constructor_kwargs={
+            "model": model, "scorer_kwargs": scorer_kwargs, "threads": threads,
+            "device": "cuda" if on_gpu else "cpu"},
+            batch_format="pyarrow", batch_size=32, compute=ray.data.ActorPoolStrategy(size=cfg.actors),
+            num_cpus=actor_cpus, num_gpus=cfg.gpus_per_actor or None, max_restarts=2, max_task_retries=2)
+
+    out = branch(cfg.model, views)
+    if cfg.ref_model:
+        out = out.union(branch(cfg.ref_model, ("original",), rename="ref"))
+    return pa.concat_tables(ray.get(out.to_arrow_refs()))
+
+
+def token_freq_resource(token_stats, cfg: EvaluateConfig) -> np.ndarray:
+    """DC-PDD's reference frequencies: from --ref-corpus when given, else from the benchmark's own token ids
+    (label-free, so it leaks no membership; a large general corpus is better and is what the paper used)."""
+    from scoring.detectors.dc_pdd import count_tokens
+    from scoring.model import load_tokenizer
+
+    tok = load_tokenizer(cfg.model)
+    vocab = len(tok)
+    if cfg.ref_corpus:
+        from jobs.corpus_io import iter_texts
+
+        return count_tokens((tok(t)["input_ids"] for t in iter_texts(cfg.ref_corpus)), vocab)
+    orig = token_stats.filter(np.asarray([v == "original" for v in token_stats.column("view").to_pylist()]))
+    return count_tokens(orig.column("token_ids").to_pylist(), vocab)
+
+
+def run_evaluate(cfg: EvaluateConfig) -> dict:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from scoring.evaluation import compute_metrics, compute_scores, save_token_freq, write_outputs
+    from scoring.tokenstats import TOKEN_STATS_SCHEMA
+    from scoring.views import ORIGINAL, PREFIXED, strip_prefix
+
+    t0 = time.perf_counter()
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows, quarantined = read_benchmark(cfg.benchmark)
+    n_in = len(rows) + len(quarantined)
+    methods = resolve_methods(cfg)
+    needs = sorted({v for m in methods for v in m.needs})
+    views = (ORIGINAL, *[v for v in needs if v not in ("ref", "token_freq")])
+    prefix_text, prefix_ids = (None, set())
+    if PREFIXED in views:
+        prefix_text, prefix_ids = choose_recall_prefix(rows, cfg.recall_shots, cfg.seed)
+
+    scored = score_on_ray(rows, cfg, views, prefix_text) if rows else TOKEN_STATS_SCHEMA.empty_table()
+    records = [strip_prefix(r) for r in scored.to_pylist()]
+    for r in records:
+        r.pop("prefix_len", None)
+    token_stats = pa.Table.from_pylist(records, schema=TOKEN_STATS_SCHEMA)
+
+    # A row leaves as scored only if its original view was scored; otherwise it is quarantined with the error.
+    failed = {r["id"]: r["error"] for r in records if r["view"] == ORIGINAL and r["error"]}
+    quarantined += [{"id": i, "stage": "score", "reason": e.split(":")[0], "detail": e} for i, e in failed.items()]
+    good = [dict(r, in_eval=r["id"] not in prefix_ids) for r in rows if r["id"] not in failed]
+    counts = {"in": n_in, "scored": len(good), "quarantined": len(quarantined),
+              "recall_prefix": len(prefix_ids & {r["id"] for r in good})}
+    if counts["in"] != counts["scored"] + counts["quarantined"]:
+        raise RuntimeError(f"row accounting does not reconcile: {counts}")
+
+    resources = {}
+    if "token_freq" in needs:
+        resources["token_freq"] = token_freq_resource(token_stats, cfg)
+        save_token_freq(resources["token_freq"], out / "token_freq.parquet")
+    pq.write_table(token_stats, out / "token_stats.parquet")
+    pq.write_table(pa.Table.from_pylist(quarantined, schema=pa.schema(
+        [("id", pa.string()), ("stage", pa.string()), ("reason", pa.string()), ("detail", pa.string())])),
+        out / "quarantine.parquet")
+    if not good:
+        raise RuntimeError(f"no row could be scored; see {out / 'quarantine.parquet'}")
+    scores = compute_scores(token_stats, good, methods, resources)
+    metrics = compute_metrics(scores, methods, seed=cfg.seed, n_bootstrap=cfg.n_bootstrap, calibrate=cfg.calibrate,
+                              counts=counts)
+    blind = blind_baseline(good, cfg.seed)
+    if blind:
+        (out / "blind_baseline.json").write_text(json.dumps(blind["result"], indent=2, default=float))
+    run_info = {"benchmark": str(cfg.benchmark), "model": cfg.model, "ref_model": cfg.ref_model,
+                "config": asdict(cfg), "counts": counts, "views": list(views),
+                "recall_prefix_ids": sorted(prefix_ids), "seconds": round(time.perf_counter() - t0, 2)}
+    report = write_outputs(out, scores, metrics, methods, run_info, blind["auc"] if blind else None)
+    return {"report": str(report), "metrics": metrics, "counts": counts, "seconds": run_info["seconds"],
+            "blind": blind["auc"] if blind else None}
+
+
+def blind_baseline(rows: list[dict], seed: int) -> dict | None:
+    """The model-free classifier's AUC on the same rows (issue: shift audit), so users see what membership adds."""
+    try:
+        from curation.shift_audit import audit_rows
+    except ImportError:
+        return None
+    ev = [r for r in rows if r.get("in_eval", True)]
+    labels = [r["label"] for r in ev]
+    if len(set(labels)) < 2 or min(labels.count(0), labels.count(1)) < 5:
+        return None
+    buckets = [r.get("bucket") for r in ev]
+    res = audit_rows([r["input"] for r in ev], labels, buckets if any(b is not None for b in buckets) else None,
+                     seed=seed, n_bootstrap=200)
+    auc = {"all": res["overall"]["auc"], **{str(b): v["auc"] for b, v in res.get("buckets", {}).items()}}
+    return {"result": res, "auc": auc}
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("evaluate")
+    def evaluate(
+        benchmark: str = typer.Option(..., help="jsonl or Parquet with `input`, `label` (1 = member), optional `bucket`/`id`; or a release dir"),
+        model: str = typer.Option(..., help="HF causal LM: local dir, hub id, FILE.gguf, DIR::FILE.gguf, or `smollm2`"),
+        out: str = typer.Option(..., help="output directory"),
+        ref_model: Optional[str] = typer.Option(None, help="reference model for the `ref` detector"),
+        methods: str = typer.Option("all", help="comma-separated detectors, params with @: `loss,min_k@k=0.1,pac@n=3`"),
+        actors: int = typer.Option(1, help="scorer actors (model replicas)"),
+        gpus_per_actor: float = typer.Option(0.0, help="GPUs per scorer actor (0 = CPU)"),
+        batch_size: Optional[int] = typer.Option(None, help="sequences per forward pass (default: 1 on CPU, 64 on GPU)"),
+        context: Optional[int] = typer.Option(None, help="window length in tokens (default: model max, ≤2048)"),
+        stride: Optional[int] = typer.Option(None, help="window stride for long texts (default: context/2)"),
+        recall_shots: int = typer.Option(3, help="non-member texts in the ReCaLL prefix (excluded from evaluation)"),
+        ref_corpus: Optional[str] = typer.Option(None, help="text/jsonl file or dir: DC-PDD token frequencies"),
+        calibrate: str = typer.Option("accuracy", help="threshold objective on a 30% calibration split: accuracy|f1"),
+        seed: int = typer.Option(0, help="seed for bootstrap, PAC copies, ReCaLL prefix and calibration split"),
+        quiet: bool = typer.Option(False, help="no progress bars"),
+    ):
+        """Score a membership benchmark with every detector from one forward pass per view, on a Ray actor pool."""
+        cfg = EvaluateConfig(benchmark=benchmark, model=model, out=out, ref_model=ref_model, methods=methods,
+                             actors=actors, gpus_per_actor=gpus_per_actor, batch_size=batch_size, context=context,
+                             stride=stride, recall_shots=recall_shots, ref_corpus=ref_corpus, calibrate=calibrate,
+                             seed=seed, progress=not quiet)
+        result = run_evaluate(cfg)
+        typer.echo(Path(result["report"]).read_text())
+        typer.echo(f"report: {result['report']}  ({result['seconds']} s)", err=sys.stderr.isatty())

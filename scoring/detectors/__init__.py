@@ -1,0 +1,17 @@
+"""Importing this package registers every detector (one module each)."""
+from scoring.detectors import (  # noqa: F401 - imported for registration
+    dc_pdd,
+    loss,
+    lowercase,
+    max_k,
+    min_k,
+    min_k_pp,
+    pac,
+    recall,
+    ref,
+    tag_tab,
+    zlib_ratio,
+)
+from scoring.detectors.base import REGISTRY, Detector, Method, parse_method, parse_methods
+
+__all__ = ["REGISTRY", "Detector", "Method", "parse_method", "parse_methods"]

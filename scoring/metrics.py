@@ -1,0 +1,131 @@
+"""Metrics over a score table: ROC-AUC, TPR at a fixed FPR, a bootstrap CI for the AUC, calibrated thresholds.
+
+Every detector follows one convention (larger score = more likely member), so no metric here ever looks at the
+labels to decide a sign: an AUC below 0.5 is reported as it is.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.metrics import roc_auc_score, roc_curve
+
+
+def _clean(labels, scores) -> tuple[np.ndarray, np.ndarray]:
+    y = np.asarray(labels, dtype=np.int64)
+    s = np.asarray(scores, dtype=np.float64)
+    keep = np.isfinite(s)
+    return y[keep], s[keep]
+
+
+def _both_classes(y: np.ndarray) -> bool:
+    return y.size > 0 and 0 < int(y.sum()) < y.size
+
+
+def roc_auc(labels, scores) -> float:
+    """ROC-AUC; NaN when only one class is present. Non-finite scores are left out."""
+    y, s = _clean(labels, scores)
+    return float(roc_auc_score(y, s)) if _both_classes(y) else float("nan")
+
+
+def tpr_at_fpr(labels, scores, fpr: float) -> float:
+    """The highest TPR reachable at a false-positive rate of at most `fpr` (no interpolation past it)."""
+    y, s = _clean(labels, scores)
+    if not _both_classes(y):
+        return float("nan")
+    fprs, tprs, _ = roc_curve(y, s)
+    return float(tprs[fprs <= fpr + 1e-12].max())
+
+
+def bootstrap_auc_ci(labels, scores, n: int = 1000, seed: int = 0, alpha: float = 0.05) -> tuple[float, float]:
+    """Percentile bootstrap CI of the AUC, resampling examples with replacement (seeded, so reports reproduce)."""
+    y, s = _clean(labels, scores)
+    if not _both_classes(y):
+        return (float("nan"), float("nan"))
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, y.size, size=(n, y.size))
+    aucs = []
+    for row in idx:
+        yb = y[row]
+        if _both_classes(yb):
+            aucs.append(roc_auc_score(yb, s[row]))
+    lo, hi = np.quantile(aucs, [alpha / 2, 1 - alpha / 2])
+    return (float(lo), float(hi))
+
+
+def summarize(labels, scores, *, n_bootstrap: int = 1000, seed: int = 0) -> dict:
+    """The metric record every report uses: n, AUC with CI, TPR@1% and @5% FPR."""
+    y, s = _clean(labels, scores)
+    lo, hi = bootstrap_auc_ci(y, s, n=n_bootstrap, seed=seed)
+    return {
+        "n": int(y.size),
+        "n_member": int(y.sum()),
+        "auc": roc_auc(y, s),
+        "auc_ci": [lo, hi],
+        "tpr_at_1_fpr": tpr_at_fpr(y, s, 0.01),
+        "tpr_at_5_fpr": tpr_at_fpr(y, s, 0.05),
+    }
+
+
+@dataclass(frozen=True)
+class Threshold:
+    value: float
+    objective: str  # "accuracy" | "f1" | "fpr"
+    calib_score: float  # the objective's value on the calibration split
+    calib_fpr: float
+    calib_tpr: float
+
+    def predict(self, scores) -> np.ndarray:
+        return (np.asarray(scores, dtype=np.float64) >= self.value).astype(np.int64)
+
+
+def _rates(y: np.ndarray, pred: np.ndarray) -> tuple[float, float]:
+    pos, neg = max(int(y.sum()), 1), max(int((1 - y).sum()), 1)
+    return float((pred & y).sum() / pos), float((pred & (1 - y)).sum() / neg)
+
+
+def calibrate_threshold(labels, scores, objective: str = "accuracy", target_fpr: float = 0.05) -> Threshold:
+    """Pick the threshold (predict member when score >= t) that maximises accuracy or F1 on a calibration split,
+    or the lowest threshold whose FPR stays at or under `target_fpr`. Apply it to a separate test split."""
+    y, s = _clean(labels, scores)
+    if y.size == 0:
+        raise ValueError("cannot calibrate a threshold on an empty calibration set")
+    cands = np.unique(s)
+    cands = np.concatenate([cands, [np.inf]])  # inf = "flag nothing"
+    best: tuple[float, float] | None = None
+    for t in cands:
+        pred = (s >= t).astype(np.int64)
+        tpr, fpr = _rates(y, pred)
+        if objective == "accuracy":
+            val = float((pred == y).mean())
+        elif objective == "f1":
+            tp = int((pred & y).sum())
+            denom = int(pred.sum()) + int(y.sum())
+            val = 2 * tp / denom if denom else 0.0
+        elif objective == "fpr":
+            val = tpr if fpr <= target_fpr + 1e-12 else -1.0
+        else:
+            raise ValueError(f"unknown objective {objective!r}: use accuracy, f1 or fpr")
+        if best is None or val > best[1]:
+            best = (float(t), val)
+    t, val = best
+    tpr, fpr = _rates(y, (s >= t).astype(np.int64))
+    return Threshold(value=t, objective=objective, calib_score=val, calib_fpr=fpr, calib_tpr=tpr)
+
+
+def apply_threshold(threshold: Threshold, labels, scores) -> dict:
+    """Accuracy, F1, TPR and FPR of a calibrated threshold on a held-out split."""
+    y, s = _clean(labels, scores)
+    pred = threshold.predict(s)
+    tpr, fpr = _rates(y, pred)
+    tp = int((pred & y).sum())
+    denom = int(pred.sum()) + int(y.sum())
+    return {
+        "threshold": threshold.value,
+        "objective": threshold.objective,
+        "n": int(y.size),
+        "accuracy": float((pred == y).mean()) if y.size else float("nan"),
+        "f1": 2 * tp / denom if denom else 0.0,
+        "tpr": tpr,
+        "fpr": fpr,
+    }

@@ -1,0 +1,96 @@
+"""A tiny GPT-2 trained from scratch on CPU in seconds: the known-membership ground truth for tests, the demo
+and the contamination study. Members are in its training data (repeated), non-members are not.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+
+def train_tokenizer(texts: Sequence[str], vocab_size: int = 2000):
+    """A byte-level BPE tokenizer (GPT-2 style) trained on `texts`, wrapped as a fast HF tokenizer."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(list(texts), vocab_size=vocab_size, min_frequency=2, special_tokens=["<|endoftext|>"],
+                            show_progress=False)
+    return PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, eos_token="<|endoftext|>",
+                                   bos_token="<|endoftext|>", unk_token="<|endoftext|>", pad_token="<|endoftext|>")
+
+
+def train_tiny_gpt2(
+    train_texts: Sequence[str],
+    out_dir: str | Path,
+    *,
+    tokenizer_texts: Sequence[str] | None = None,
+    n_layer: int = 2,
+    n_embd: int = 128,
+    n_head: int = 4,
+    context: int = 256,
+    vocab_size: int = 2000,
+    steps: int | None = None,
+    seconds: float = 10.0,
+    lr: float = 3e-3,
+    batch_size: int = 16,
+    seed: int = 0,
+    init_from: str | Path | None = None,
+    progress: bool = False,
+) -> dict:
+    """Train (or continue training `init_from`) on `train_texts` packed into `context`-token blocks, one epoch per
+    pass over the shuffled blocks, for `steps` steps or `seconds` of wall time. Saves model + tokenizer to
+    `out_dir` (loadable with `load_causal_lm(out_dir)`) and returns a small training record."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    torch.manual_seed(seed)
+    out_dir = Path(out_dir)
+    if init_from:
+        tok = PreTrainedTokenizerFast.from_pretrained(str(init_from))
+        model = GPT2LMHeadModel.from_pretrained(str(init_from))
+    else:
+        tok = train_tokenizer(tokenizer_texts or train_texts, vocab_size=vocab_size)
+        cfg = GPT2Config(vocab_size=len(tok), n_positions=context, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
+                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+        model = GPT2LMHeadModel(cfg)
+    eos = tok.eos_token_id
+    stream = []
+    for ids in tok(list(train_texts))["input_ids"]:
+        stream.extend(ids + [eos])
+    n_blocks = max(1, len(stream) // context)
+    blocks = torch.tensor(stream[: n_blocks * context] or stream, dtype=torch.long).view(n_blocks, -1)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    model.train()
+    rng = np.random.default_rng(seed)
+    start, step, losses = time.perf_counter(), 0, []
+    order: list[int] = []
+    while True:
+        if steps is not None and step >= steps:
+            break
+        if steps is None and time.perf_counter() - start >= seconds:
+            break
+        if len(order) < batch_size:
+            order.extend(rng.permutation(n_blocks).tolist())
+        idx, order = order[:batch_size], order[batch_size:]
+        batch = blocks[idx]
+        loss = model(input_ids=batch, labels=batch).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        step += 1
+        if progress and step % 20 == 0:
+            print(f"  step {step}  loss {np.mean(losses[-20:]):.3f}", flush=True)
+    model.eval()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir)
+    tok.save_pretrained(out_dir)
+    return {
+        "path": str(out_dir), "steps": step, "seconds": round(time.perf_counter() - start, 2),
+        "tokens_per_epoch": int(blocks.numel()), "epochs": round(step * batch_size / n_blocks, 2),
+        "final_loss": float(np.mean(losses[-10:])) if losses else float("nan"),
+        "params": int(sum(p.numel() for p in model.parameters())),
+    }

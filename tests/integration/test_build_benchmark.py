@@ -1,0 +1,150 @@
+"""`tidemark build-benchmark` end to end on the real coffee dump: a StackMIA-style config on Ray Data, then the
+same build without Ray (and from a .7z) for byte-identical data files."""
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from collections import Counter
+from importlib.metadata import version
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from curation.config import load_config
+from curation.sources import stackexchange as se
+from jobs import build_benchmark
+
+pytestmark = pytest.mark.ray
+
+ROOT = Path(__file__).resolve().parents[2]
+STACKMIA = ROOT / "jobs" / "configs" / "stackmia.yaml"
+WINDOW = ["cutoffs.member_before=2015-02-01", "cutoffs.nonmember_after=2015-03-01"]
+HTML_TAG = re.compile(r"</?(p|a|li|ul|ol|em|strong|code|pre|img|br|blockquote|sup|sub|hr|div|span)\b[^>]*>", re.I)
+COFFEE_MD5 = "f272b402827f0149e1fd96f205404864"
+
+
+def cli_app() -> typer.Typer:
+    app = typer.Typer()
+
+    @app.callback()
+    def main() -> None:  # a group, so the command keeps its name as in `tidemark build-benchmark`
+        pass
+
+    build_benchmark.register(app)
+    return app
+
+
+@pytest.fixture(scope="module")
+def coffee_dir(shared_data: Path) -> Path:
+    return shared_data / "stackexchange" / "coffee.stackexchange.com"
+
+
+@pytest.fixture(scope="module")
+def release(ray_session, coffee_dir: Path, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("releases") / "stackmia-coffee"
+    args = ["build-benchmark", "--config", str(STACKMIA), "--set", f"source.path={coffee_dir}"]
+    for item in WINDOW:
+        args += ["--set", item]
+    result = CliRunner().invoke(cli_app(), args + ["--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def manifest_of(out: Path) -> dict:
+    return json.loads((out / "manifest.json").read_text())
+
+
+def test_manifest_counts_reconcile(release: Path):
+    m = manifest_of(release)
+    counts = m["counts"]
+    steps = counts["steps"]
+    for step in steps:  # in = kept + dropped, per step and per reason
+        assert step["in"] == step["kept"] + sum(step["dropped"].values()), step
+    for before, after in zip(steps[:-2], steps[1:-1]):
+        assert before["kept"] == after["in"]
+    assert steps[-2]["rows_out"] == steps[-1]["in"] and steps[-1]["kept"] == counts["rows_out"]
+
+    excluded = pq.read_table(release / "excluded").to_pylist()
+    assert Counter(e["reason"] for e in excluded) == Counter(counts["dropped_by_reason"])
+    assert sum(counts["dropped_by_reason"].values()) == len(excluded) == counts["excluded"]
+    per_step = Counter(e["stage"] for e in excluded)
+    assert per_step == Counter({s["step"]: sum(s["dropped"].values()) for s in steps if s["dropped"]})
+
+    data = pq.read_table(release / "data").to_pylist()
+    assert len(data) == counts["rows_out"] == sum(n for cell in counts["by_label_bucket"].values()
+                                                  for n in cell.values())
+    assert len(set(r["id"] for r in data) | set(e["id"] for e in excluded)) == len(data) + len(excluded)
+    # every question that came in is in the release or in the exclusions (documents before bucketing)
+    document_ids = {r["id"].split("@")[0] for r in data} | {e["id"].split("@")[0] for e in excluded}
+    assert len(document_ids) == counts["documents_in"] == 225
+
+
+def test_question_counts_per_side_on_the_coffee_dump(release: Path, coffee_dir: Path):
+    questions = [r for r in ET.parse(coffee_dir / "Posts.xml").getroot() if r.get("PostTypeId") == "1"]
+    cutoff = next(s for s in manifest_of(release)["counts"]["steps"] if s["step"] == "cutoff")
+    assert cutoff["in"] == len(questions) == 225
+    # members: asked before 2015-02-01 with no answer or edit from then on; non-members: asked from 2015-03-01
+    assert cutoff["kept_by_label"] == {"member": 89, "nonmember": 16}
+    assert cutoff["dropped"] == {"between_cutoffs": 100, "member_active_after_cutoff": 20}
+
+
+def test_rows_are_balanced_truncated_questions_without_html_or_answers(release: Path, coffee_dir: Path):
+    m = manifest_of(release)
+    assert m["counts"]["by_label_bucket"]["member"] == m["counts"]["by_label_bucket"]["nonmember"]
+    texts = {d["id"]: d["text"] for d in se.iter_documents({"path": str(coffee_dir)})}
+    answers = [se.body_text(r.get("Body", ""))[0] for r in ET.parse(coffee_dir / "Posts.xml").getroot()
+               if r.get("PostTypeId") == "2"]
+    probes = [a[:60] for a in answers if len(a) >= 60]
+    table = pq.read_table(release / "data")
+    assert table.column_names == ["id", "input", "label", "bucket", "source", "created_at", "url"]
+    for row in table.to_pylist():
+        doc_id, bucket = row["id"].rsplit("@", 1)
+        assert int(bucket) == row["bucket"] and len(row["input"].split()) == row["bucket"]
+        assert texts[doc_id].startswith(row["input"])  # a prefix of the question body: nothing else
+        assert not HTML_TAG.search(row["input"]) and "&lt;" not in row["input"]
+        assert not any(p in row["input"] for p in probes)
+        assert row["created_at"].tzinfo is not None and row["url"].startswith("https://coffee.stackexchange.com/")
+        assert (row["label"] == 1) == (row["created_at"].isoformat() < "2015-02-01")
+
+
+def test_manifest_records_config_cutoffs_snapshot_and_version(release: Path, coffee_dir: Path):
+    m = manifest_of(release)
+    assert m["tool"] == {"name": "tidemark", "version": version("tidemark")}
+    assert m["config"]["source"]["path"] == str(coffee_dir) and m["config"]["bucket_mode"] == "largest"
+    assert m["overrides"] == [f"source.path={coffee_dir}", *WINDOW]
+    assert m["cutoffs"]["member_before"] == "2015-02-01" and m["cutoffs"]["nonmember_after"] == "2015-03-01"
+    assert m["source"]["dump_name"] == "coffee.stackexchange.com"
+    assert [f["md5"] for f in m["source"]["files"]] == [COFFEE_MD5]
+    assert "shift_audit" in m and m["shift_audit"] is None  # reserved for the shift audit
+    for name, info in m["files"].items():
+        assert pq.read_metadata(release / name).num_rows == info["rows"]
+
+
+def test_same_config_same_bytes_without_ray_and_from_7z(release: Path, coffee_dir: Path, tmp_path: Path):
+    import py7zr
+
+    archive = tmp_path / "coffee.stackexchange.com.7z"
+    with py7zr.SevenZipFile(archive, "w") as z:
+        z.write(coffee_dir / "Posts.xml", "Posts.xml")
+    for path, name in ((coffee_dir, "local"), (archive, "local-7z")):
+        cfg = load_config(STACKMIA, [f"source.path={path}", *WINDOW])
+        build_benchmark.build(cfg, tmp_path / name, runner="local")
+        data = sorted(p.name for p in (release / "data").iterdir())
+        assert data == sorted(p.name for p in (tmp_path / name / "data").iterdir())
+        for f in data:
+            assert (tmp_path / name / "data" / f).read_bytes() == (release / "data" / f).read_bytes(), (name, f)
+        assert manifest_of(tmp_path / name)["counts"] == manifest_of(release)["counts"]
+
+
+def test_an_existing_release_is_not_overwritten_by_accident(release: Path, coffee_dir: Path):
+    args = ["build-benchmark", "--config", str(STACKMIA), "--set", f"source.path={coffee_dir}", "--set", WINDOW[0],
+            "--set", WINDOW[1], "--out", str(release), "--runner", "local"]
+    result = CliRunner().invoke(cli_app(), args)
+    assert result.exit_code != 0 and "already holds a release" in str(result.exception)
+    bad = CliRunner().invoke(cli_app(), args[:-4] + ["--set", "cutoff.member_before=2015-01-01", "--out",
+                                                     str(release) + "-x"])
+    assert bad.exit_code != 0 and "unknown config key" in bad.output
