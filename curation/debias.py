@@ -436,4 +436,40 @@ def debias_for_release(rows: list[dict], cfg: dict[str, Any]) -> tuple[list[dict
     return kept, dropped, _jsonable(report)
 
 
-__all__ = ["debias_rows", "debias_for_release", "strip_dates", "REASONS", "DEBIAS_DEFAULTS", "FLAG_AUC"]
+def debias_build(result, cfg: dict[str, Any]):
+    """Apply the debiased release mode to a finished build (curation.pipeline.BuildResult).
+
+    Returns (result, report): the same result when debiasing is off (report None); otherwise a new result whose
+    rows are the kept rows, whose exclusions gain the dropped rows (stage "debias", each with its reason) and
+    whose counts gain a "debias" row step, so rows in = rows out + excluded still holds and is checked here."""
+    from collections import Counter as _Counter
+
+    from curation.document import QuarantineRow
+    from curation.pipeline import BENCHMARK_COLUMNS, LABEL_NAMES, BuildResult, ReconcileError
+
+    out = debias_for_release([dict(r) for r in result.rows], cfg)
+    if out is None:
+        return result, None
+    kept, dropped, report = out
+    if len(kept) + len(dropped) != len(result.rows):
+        raise ReconcileError(f"debias: {len(result.rows)} rows in, {len(kept)} kept + {len(dropped)} dropped")
+    rows = sorted(({k: r[k] for k in BENCHMARK_COLUMNS} for r in kept), key=lambda r: r["id"])
+    excluded = sorted([*result.excluded, *(QuarantineRow(id=str(d["id"]), stage="debias", reason=d["reason"],
+                                                         detail=str(d["detail"])) for d in dropped)],
+                      key=lambda e: (e["id"], e["stage"], e["reason"]))
+    reasons = _Counter(d["reason"] for d in dropped)
+    counts = dict(result.counts)
+    counts["steps"] = [*result.counts["steps"], {"step": "debias", "unit": "rows", "in": len(result.rows),
+                                                 "kept": len(rows), "dropped": dict(sorted(reasons.items()))}]
+    counts["dropped_by_reason"] = dict(sorted((_Counter(result.counts["dropped_by_reason"]) + reasons).items()))
+    counts["excluded"] = len(excluded)
+    counts["rows_out"] = len(rows)
+    by_label_bucket: dict[str, dict[str, int]] = {name: {} for name in ("member", "nonmember")}
+    for r in sorted(rows, key=lambda r: r["bucket"]):
+        cell = by_label_bucket[LABEL_NAMES[r["label"]]]
+        cell[str(r["bucket"])] = cell.get(str(r["bucket"]), 0) + 1
+    counts["by_label_bucket"] = by_label_bucket
+    return BuildResult(rows=rows, excluded=excluded, counts=counts), report
+
+
+__all__ = ["debias_rows", "debias_for_release", "debias_build", "strip_dates", "REASONS", "DEBIAS_DEFAULTS", "FLAG_AUC"]

@@ -25,7 +25,9 @@ TASK_CPUS = 0.5
 
 
 def _echo(message: str) -> None:
-    typer.echo(f"[build-benchmark] {message}", err=True)
+    from jobs.redact import redact_text
+
+    typer.echo(redact_text(f"[build-benchmark] {message}"), err=True)
 
 
 # ---------------------------------------------------------------- Ray stages (thin wrappers over curation/)
@@ -72,28 +74,51 @@ def run_ray(cfg: Mapping[str, Any]):
 # ---------------------------------------------------------------- the shift audit call site
 
 def _shift_audit(rows: list[dict], cfg: Mapping[str, Any]) -> Optional[dict]:
-    """SHIFT AUDIT CALL SITE, the only one: the value of the manifest's `shift_audit` for the rows being released.
+    """The manifest's `shift_audit`: how well a blind, model-free classifier separates the released members
+    from the non-members (issue 4). None when the config disables it (`shift_audit.enabled: false`)."""
+    from curation.shift_audit import audit_for_release
 
-    Returns None when curation.shift_audit cannot be imported. Until the audit's owner wires
-    `curation.shift_audit.audit_rows` in here, it returns None as well (the key stays reserved)."""
-    try:
-        import curation.shift_audit  # noqa: F401
-    except ImportError:
-        return None
-    return None
+    _echo(f"shift audit: blind classifiers on {len(rows)} rows ...")
+    return audit_for_release(rows, dict(cfg))
+
+
+def _debias(result, cfg: Mapping[str, Any]):
+    """The debiased release mode (config `debias.enabled`): returns (result, report or None)."""
+    from curation.debias import debias_build
+
+    result, report = debias_build(result, dict(cfg))
+    if report is not None:
+        _echo(f"debias: {report.get('message', report)}")
+    return result, report
 
 
 # ---------------------------------------------------------------- the build
 
-def build(cfg: Mapping[str, Any], out: Path, *, overrides: tuple[str, ...] = (), runner: str = "ray",
-          overwrite: bool = False) -> dict:
-    """Build and write a release; returns its manifest. Raises ReconcileError before writing if counts are off."""
+def build(cfg: Mapping[str, Any], out: Path | str, *, overrides: tuple[str, ...] = (), runner: str = "ray",
+          overwrite: bool = False, skip_existing: bool = False) -> dict:
+    """Build and write a release; returns its manifest. Raises ReconcileError before writing if counts are off.
+
+    `out` is a local directory or an s3:// prefix. The release is written to a staging directory first and then
+    published (jobs/release_io.py): data files, then manifest.json, then `_SUCCESS`, so a crashed build never
+    leaves a release that looks complete. With `skip_existing`, a complete release already at `out` makes this a
+    no-op (a scheduled job that runs twice for one period), and a partial one is rebuilt."""
     from curation import sources
     from curation.pipeline import run_local
-    from curation.release import build_manifest, prepare_out_dir, write_manifest, write_release_files
+    from curation.release import build_manifest, write_manifest, write_release_files
+    from jobs import release_io
+    from jobs.redact import credential_keys, redact, secret_values
 
-    out = Path(out)
-    prepare_out_dir(out, overwrite)
+    dest = release_io.destination(out)
+    state = release_io.release_state(dest)
+    if state == "complete" and skip_existing:
+        _echo(f"{dest.uri} already holds a complete release; nothing to do (--skip-existing)")
+        return release_io.read_manifest(dest)
+    if state != "absent" and not (overwrite or (skip_existing and state == "partial")):
+        raise FileExistsError(f"{out} already holds a release; pass --overwrite or choose another --out")
+    ignored = credential_keys(cfg)
+    if ignored:  # credentials come from the environment or the instance profile only; the names, never values
+        _echo(f"ignoring credential-like config keys {ignored}: credentials come from the environment or the "
+              "instance profile, and are redacted from the manifest")
     started = time.perf_counter()
     if runner == "ray":
         import ray
@@ -115,32 +140,60 @@ def build(cfg: Mapping[str, Any], out: Path, *, overrides: tuple[str, ...] = (),
         dropped = ", ".join(f"{k}={v}" for k, v in step["dropped"].items()) or "-"
         _echo(f"{step['step']:<13} {step['unit']:<9} in {step['in']:>7}  kept {step['kept']:>7}  dropped: {dropped}")
 
-    files = write_release_files(out, result.rows, result.excluded, cfg["buckets"])
-    snapshot = {**sources.snapshot(sources.source_config(cfg)), "documents_created_at": observed["created_at"]}
-    manifest = build_manifest(cfg=cfg, overrides=overrides, source_snapshot=snapshot, counts=result.counts,
-                              files=files, shift_audit=_shift_audit(result.rows, cfg), runner=runner)
-    write_manifest(out, manifest)
-    _echo(f"wrote {result.counts['rows_out']} rows to {out} in {time.perf_counter() - started:.1f}s "
+    result, debias_report = _debias(result, cfg)
+    with release_io.staging(dest) as stage:
+        files = write_release_files(stage, result.rows, result.excluded, cfg["buckets"])
+        snapshot = {**sources.snapshot(sources.source_config(cfg)), "documents_created_at": observed["created_at"]}
+        manifest = build_manifest(cfg=cfg, overrides=overrides, source_snapshot=snapshot, counts=result.counts,
+                                  files=files, shift_audit=_shift_audit(result.rows, cfg), runner=runner)
+        if debias_report is not None:
+            manifest["debias"] = debias_report
+        manifest = redact(manifest, secret_values(cfg))
+        write_manifest(stage, manifest)
+        release_io.publish(stage, dest, job="build-benchmark", rows=result.counts["rows_out"])
+    _echo(f"wrote {result.counts['rows_out']} rows to {dest.uri} in {time.perf_counter() - started:.1f}s "
           f"({result.counts['by_label_bucket']})")
     return manifest
 
 
 def build_benchmark(
     config: Path = typer.Option(..., "--config", "-c", exists=True, dir_okay=False, help="YAML config file."),
-    out: Path = typer.Option(..., "--out", "-o", help="Release directory to write (data/, excluded/, manifest.json)."),
+    out: str = typer.Option(..., "--out", "-o", help="Release directory or s3:// prefix to write (data/, "
+                                                     "excluded/, manifest.json, _SUCCESS). May hold placeholders "
+                                                     "such as {nonmember_month} (see --nonmember-month)."),
     set_: list[str] = typer.Option([], "--set", help="Override a config key: --set cutoffs.member_before=2017-01-01 "
                                                      "(repeatable; values are YAML)."),
     runner: str = typer.Option("ray", "--runner", help="'ray' (Ray Data; local Ray or RAY_ADDRESS) or 'local'."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a release already in --out."),
+    skip_existing: bool = typer.Option(False, "--skip-existing", help="Do nothing if --out already holds a "
+                                       "complete release (rebuild a partial one): for scheduled re-runs."),
+    nonmember_month: Optional[str] = typer.Option(
+        None, "--nonmember-month", envvar="TIDEMARK_NONMEMBER_MONTH",
+        help="Take non-members from one month: 'auto' (the month --nonmember-lag months before the run date; the "
+             "run date is today UTC or TIDEMARK_RUN_DATE) or YYYY-MM. Sets cutoffs.nonmember_after/_before and "
+             "fills {nonmember_month}, {nonmember_yymm}, {run_date} in --out and --set values."),
+    nonmember_lag: int = typer.Option(1, "--nonmember-lag", help="Months between the run date and the 'auto' "
+                                      "non-member month (1 = the last complete month)."),
 ) -> None:
     """Build a versioned membership benchmark (members before a cutoff, non-members after) from a config."""
     from curation.config import ConfigError, load_config
+    from jobs import schedule
 
+    set_ = list(set_)
+    if nonmember_month:
+        try:
+            month = schedule.resolve_month(nonmember_month, lag_months=nonmember_lag)
+            values = schedule.placeholders(month)
+            out = schedule.fill(out, values)
+            set_ = [schedule.fill(item, values) for item in set_] + schedule.month_overrides(month)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from exc
+        _echo(f"non-member month {month} (run date {values['run_date']}): out={out}")
     try:
         cfg = load_config(config, set_)
     except ConfigError as exc:
         raise typer.BadParameter(str(exc)) from exc
-    build(cfg, out, overrides=tuple(set_), runner=runner, overwrite=overwrite)
+    build(cfg, out, overrides=tuple(set_), runner=runner, overwrite=overwrite, skip_existing=skip_existing)
 
 
 def register(app: typer.Typer) -> None:

@@ -23,10 +23,17 @@ JOB_MODULES = (
     "jobs.rescore",
     "jobs.demo",
     "jobs.shift_audit",
+    "jobs.doc_mia",
+    "jobs.audit",
+    "jobs.unlearning_audit",
+    "jobs.contamination_study",
 )
 
 for _name in JOB_MODULES:
     importlib.import_module(_name).register(app)
+
+# No log line may carry a credential (jobs/redact.py): every record, from any logger, is scrubbed.
+importlib.import_module("jobs.redact").install_log_redaction()
 
 
 def main() -> None:  # pragma: no cover - console entry

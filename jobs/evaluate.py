@@ -16,8 +16,6 @@ from typing import Optional
 import numpy as np
 import typer
 
-from jobs.benchmark_io import read_benchmark
-
 
 @dataclass
 class EvaluateConfig:
@@ -37,6 +35,9 @@ class EvaluateConfig:
     seed: int = 0
     n_bootstrap: int = 1000
     progress: bool = True
+    shard_size: int = 1000  # rows per resumable shard (jobs/shards.py)
+    resume: bool = True  # reuse finished shards; a finished job with the same fingerprint is a no-op
+    requester_pays: bool = False  # reading an s3:// benchmark from a requester-pays bucket
     extra: dict = field(default_factory=dict)
 
 
@@ -74,11 +75,17 @@ def score_on_ray(rows: list[dict], cfg: EvaluateConfig, views: tuple[str, ...], 
     """The Ray Data pipeline. Returns the scored token-stats rows of the target (and reference) model."""
     import pyarrow as pa
 
-    from scoring.tasks import ScoreTask, TokenizeTask, default_threads
+    ray = _ensure_ray()
+    return pa.concat_tables(ray.get(scoring_dataset(rows, cfg, views, prefix_text).to_arrow_refs()))
+
+
+def scoring_specs(cfg: EvaluateConfig, views: tuple[str, ...], prefix_text: str | None) -> dict:
+    """How to score: per branch (the target model, and the reference model if any) the TokenizeTask and ScoreTask
+    constructor arguments, and what one scorer actor asks of the cluster. The Ray Data pipeline below and the
+    row-isolating fallback in jobs/shards.py both build their actors from this, so they score identically."""
+    from scoring.tasks import default_threads, hooks_from_env
 
     ray = _ensure_ray()
-    ctx = ray.data.DataContext.get_current()
-    ctx.enable_progress_bars = cfg.progress
     cpus = ray.cluster_resources().get("CPU", 1)
     on_gpu = cfg.gpus_per_actor > 0
     # Fractional CPUs: an actor pool of N with 1 CPU each can starve the tokeniser on a small machine.
@@ -86,6 +93,30 @@ def score_on_ray(rows: list[dict], cfg: EvaluateConfig, views: tuple[str, ...], 
     threads = 2 if on_gpu else default_threads(cfg.actors)
     scorer_kwargs = {k: v for k, v in {"context": cfg.context, "stride": cfg.stride,
                                        "max_batch_size": cfg.batch_size}.items() if v}
+    hooks = hooks_from_env()  # audit log / fault injection (scoring/tasks.py), read here in the driver
+
+    def branch(model: str, branch_views, rename=None) -> dict:
+        return {"tokenize": {"model": model, "views": tuple(branch_views), "prefix_text": prefix_text,
+                             "rename_original": rename},
+                "score": {"model": model, "scorer_kwargs": scorer_kwargs, "threads": threads,
+                          "device": "cuda" if on_gpu else "cpu", "hooks": hooks}}
+
+    branches = [branch(cfg.model, views)]
+    if cfg.ref_model:
+        branches.append(branch(cfg.ref_model, ("original",), rename="ref"))
+    return {"branches": branches, "num_cpus": actor_cpus, "num_gpus": cfg.gpus_per_actor or None}
+
+
+def scoring_dataset(rows: list[dict], cfg: EvaluateConfig, views: tuple[str, ...], prefix_text: str | None):
+    """The Ray Data pipeline, not yet executed: text rows → tokenised views → scored token-stats rows."""
+    import pyarrow as pa
+
+    from scoring.tasks import ScoreTask, TokenizeTask
+
+    ray = _ensure_ray()
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = cfg.progress
+    specs = scoring_specs(cfg, views, prefix_text)
     texts = pa.Table.from_pylist([{"id": r["id"], "input": r["input"]} for r in rows])
     # Several blocks so every actor gets work. Slicing beats .repartition(): a repartition is a 1-CPU task that
     # can starve forever behind the actor pools on a 2-core machine.
@@ -93,20 +124,18 @@ def score_on_ray(rows: list[dict], cfg: EvaluateConfig, views: tuple[str, ...], 
     step = max(1, math.ceil(len(rows) / n_blocks))
     ds = ray.data.from_arrow([texts.slice(i, step) for i in range(0, len(rows), step)])
 
-    def branch(model: str, branch_views, rename=None):
-        tok = ds.map_batches(TokenizeTask, fn_constructor_kwargs={
-            "model": model, "views": tuple(branch_views), "prefix_text": prefix_text, "rename_original": rename},
-            batch_format="pyarrow", batch_size=64, compute=ray.data.ActorPoolStrategy(size=1), num_cpus=0.25)
-        return tok.map_batches(ScoreTask, fn_constructor_kwargs={
-            "model": model, "scorer_kwargs": scorer_kwargs, "threads": threads,
-            "device": "cuda" if on_gpu else "cpu"},
-            batch_format="pyarrow", batch_size=32, compute=ray.data.ActorPoolStrategy(size=cfg.actors),
-            num_cpus=actor_cpus, num_gpus=cfg.gpus_per_actor or None, max_restarts=2, max_task_retries=2)
+    def branch(spec: dict):
+        tok = ds.map_batches(TokenizeTask, fn_constructor_kwargs=spec["tokenize"], batch_format="pyarrow",
+                             batch_size=64, compute=ray.data.ActorPoolStrategy(size=1), num_cpus=0.25)
+        return tok.map_batches(ScoreTask, fn_constructor_kwargs=spec["score"], batch_format="pyarrow",
+                               batch_size=32, compute=ray.data.ActorPoolStrategy(size=cfg.actors),
+                               num_cpus=specs["num_cpus"], num_gpus=specs["num_gpus"], max_restarts=2,
+                               max_task_retries=2)
 
-    out = branch(cfg.model, views)
-    if cfg.ref_model:
-        out = out.union(branch(cfg.ref_model, ("original",), rename="ref"))
-    return pa.concat_tables(ray.get(out.to_arrow_refs()))
+    out = branch(specs["branches"][0])
+    for spec in specs["branches"][1:]:
+        out = out.union(branch(spec))
+    return out
 
 
 def token_freq_resource(token_stats, cfg: EvaluateConfig) -> np.ndarray:
@@ -129,14 +158,16 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from jobs import shards as sharding
+    from jobs.redact import redact
     from scoring.evaluation import compute_metrics, compute_scores, save_token_freq, write_outputs
     from scoring.tokenstats import TOKEN_STATS_SCHEMA
     from scoring.views import ORIGINAL, PREFIXED, strip_prefix
 
     t0 = time.perf_counter()
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    rows, quarantined = read_benchmark(cfg.benchmark)
+    dest = sharding.output_location(cfg)  # a local directory or an s3:// prefix
+    out = sharding.local_output_dir(dest)  # where the files are made: OUT itself, or a staging dir for S3
+    rows, quarantined = sharding.read_benchmark_any(cfg)
     n_in = len(rows) + len(quarantined)
     methods = resolve_methods(cfg)
     needs = sorted({v for m in methods for v in m.needs})
@@ -145,7 +176,16 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     if PREFIXED in views:
         prefix_text, prefix_ids = choose_recall_prefix(rows, cfg.recall_shots, cfg.seed)
 
-    scored = score_on_ray(rows, cfg, views, prefix_text) if rows else TOKEN_STATS_SCHEMA.empty_table()
+    scoring_fp = sharding.scoring_fingerprint(cfg, views, prefix_text)
+    job_fp = sharding.job_fingerprint(cfg, scoring_fp, rows, quarantined)
+    done = sharding.completed_result(dest, job_fp, out) if cfg.resume else None
+    if done is not None:  # the same job already finished here: nothing to do
+        sharding.echo(f"{dest.uri} already holds this job's complete output (_SUCCESS); nothing to do")
+        return done
+    dest.clear_complete()  # from here on, this location is not complete until the new marker is written
+    sharder = sharding.ShardedScorer(rows, cfg, views, prefix_text, dest, dataset_fn=scoring_dataset,
+                                     specs_fn=scoring_specs, fingerprint=scoring_fp, resume=cfg.resume)
+    scored = sharder.run() if rows else TOKEN_STATS_SCHEMA.empty_table()
     records = [strip_prefix(r) for r in scored.to_pylist()]
     for r in records:
         r.pop("prefix_len", None)
@@ -176,10 +216,13 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     blind = blind_baseline(good, cfg.seed)
     if blind:
         (out / "blind_baseline.json").write_text(json.dumps(blind["result"], indent=2, default=float))
-    run_info = {"benchmark": str(cfg.benchmark), "model": cfg.model, "ref_model": cfg.ref_model,
-                "config": asdict(cfg), "counts": counts, "views": list(views),
-                "recall_prefix_ids": sorted(prefix_ids), "seconds": round(time.perf_counter() - t0, 2)}
+    run_info = redact({"benchmark": str(cfg.benchmark), "model": cfg.model, "ref_model": cfg.ref_model,
+                       "config": asdict(cfg), "counts": counts, "views": list(views),
+                       "recall_prefix_ids": sorted(prefix_ids), "seconds": round(time.perf_counter() - t0, 2),
+                       "shards": sharder.stats if rows else {}, "fingerprint": job_fp})
     report = write_outputs(out, scores, metrics, methods, run_info, blind["auc"] if blind else None)
+    sharding.publish(dest, out, {"job": "evaluate", "fingerprint": job_fp, "counts": counts,
+                                 "run_id": sharder.run_id if rows else None})
     return {"report": str(report), "metrics": metrics, "counts": counts, "seconds": run_info["seconds"],
             "blind": blind["auc"] if blind else None}
 
@@ -206,7 +249,7 @@ def register(app: typer.Typer) -> None:
     def evaluate(
         benchmark: str = typer.Option(..., help="jsonl or Parquet with `input`, `label` (1 = member), optional `bucket`/`id`; or a release dir"),
         model: str = typer.Option(..., help="HF causal LM: local dir, hub id, FILE.gguf, DIR::FILE.gguf, or `smollm2`"),
-        out: str = typer.Option(..., help="output directory"),
+        out: str = typer.Option(..., help="output directory or s3:// prefix (complete when _SUCCESS is there)"),
         ref_model: Optional[str] = typer.Option(None, help="reference model for the `ref` detector"),
         methods: str = typer.Option("all", help="comma-separated detectors, params with @: `loss,min_k@k=0.1,pac@n=3`"),
         actors: int = typer.Option(1, help="scorer actors (model replicas)"),
@@ -219,12 +262,18 @@ def register(app: typer.Typer) -> None:
         calibrate: str = typer.Option("accuracy", help="threshold objective on a 30% calibration split: accuracy|f1"),
         seed: int = typer.Option(0, help="seed for bootstrap, PAC copies, ReCaLL prefix and calibration split"),
         quiet: bool = typer.Option(False, help="no progress bars"),
+        shard_size: int = typer.Option(1000, min=1, help="rows per shard: each finished shard is saved under "
+                                       "OUT/shards/ with a completion marker, so a restarted job resumes"),
+        resume: bool = typer.Option(True, help="reuse finished shards (and skip a finished job); --no-resume "
+                                    "rescores everything"),
+        requester_pays: bool = typer.Option(False, help="read an s3:// --benchmark from a requester-pays bucket"),
     ):
         """Score a membership benchmark with every detector from one forward pass per view, on a Ray actor pool."""
         cfg = EvaluateConfig(benchmark=benchmark, model=model, out=out, ref_model=ref_model, methods=methods,
                              actors=actors, gpus_per_actor=gpus_per_actor, batch_size=batch_size, context=context,
                              stride=stride, recall_shots=recall_shots, ref_corpus=ref_corpus, calibrate=calibrate,
-                             seed=seed, progress=not quiet)
+                             seed=seed, progress=not quiet, shard_size=shard_size, resume=resume,
+                             requester_pays=requester_pays)
         result = run_evaluate(cfg)
         typer.echo(Path(result["report"]).read_text())
         typer.echo(f"report: {result['report']}  ({result['seconds']} s)", err=sys.stderr.isatty())

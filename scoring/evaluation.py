@@ -143,12 +143,12 @@ def report_table(records: Sequence[dict], blind: Mapping[str, float] | None = No
 
 def write_outputs(out_dir: Path, scores: pa.Table, records: list[dict], methods: Sequence[Method],
                   run_info: Mapping, blind: Mapping[str, float] | None = None) -> Path:
-    import pyarrow.parquet as pq
+    from scoring.atomic_io import atomic_write_parquet, atomic_write_text  # no torn files, even on a crash
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    pq.write_table(scores, out_dir / "scores.parquet")
-    (out_dir / "metrics.json").write_text(json.dumps(records, indent=2, default=float))
-    (out_dir / "run.json").write_text(json.dumps(run_info, indent=2, default=str))
+    atomic_write_parquet(scores, out_dir / "scores.parquet")
+    atomic_write_text(out_dir / "metrics.json", json.dumps(records, indent=2, default=float))
+    atomic_write_text(out_dir / "run.json", json.dumps(run_info, indent=2, default=str))
     plots = plot_rocs(scores, methods, out_dir)
     counts = run_info.get("counts", {})
     md = [
@@ -166,7 +166,7 @@ def write_outputs(out_dir: Path, scores: pa.Table, records: list[dict], methods:
         "",
     ]
     path = out_dir / "report.md"
-    path.write_text("\n".join(md))
+    atomic_write_text(path, "\n".join(md))
     return path
 
 

@@ -8,9 +8,15 @@ Why it looks like this:
 - Sequences longer than `context` are cut into windows of `context` tokens every `stride` tokens; each window
   predicts only the positions the previous one did not, so every token after the first is predicted exactly once.
 - Windows are sorted by length and packed into micro-batches under a token budget, padded on the right (no
-  position ids needed), so padding stays small.
-- A micro-batch that fails is retried one window at a time; on CUDA out-of-memory it is split in half. A window
-  that still fails marks only its own row with an error; the caller quarantines it.
+  position ids needed), so padding stays small. With right padding a causal model's real positions never attend
+  to the pads after them, so no attention mask is passed (exact, and SDPA keeps its fused `is_causal` kernels;
+  `attention_mask=True` restores the masked call for a model that is not strictly causal).
+- `compile=True` wraps the backbone in `torch.compile(dynamic=True)` and pads widths to multiples of
+  `pad_multiple` (64), so a few bucketed shapes cover every batch.
+- A micro-batch that fails is retried one window at a time; on CUDA out-of-memory it is split in half and the
+  token budget is lowered for the rest of the run (`oom_backoffs` counts it), so later batches are packed to what
+  fits instead of failing again. A window that still fails marks only its own row with an error; the caller
+  quarantines it.
 """
 from __future__ import annotations
 
@@ -72,6 +78,39 @@ def pack_windows(windows: Sequence[Window], max_batch_tokens: int, max_batch_siz
     return batches
 
 
+def chunk_stats(z, targets):
+    """[rows, vocab] fp32 logits and [rows] target ids → [5, rows] stats in STAT_FIELDS order. Plain ops, for
+    torch.compile. μ and σ are the mean and std of log p under p; σ is centred, since E[x²] − E[x]² cancels
+    catastrophically in fp32 when σ ≪ |μ|; entropy = −μ."""
+    import torch
+
+    logp = torch.log_softmax(z, dim=-1)
+    p = logp.exp()
+    mu = (p * logp).sum(-1)
+    sigma = (p * (logp - mu[:, None]).square()).sum(-1).sqrt()
+    return torch.stack([logp.gather(-1, targets[:, None]).squeeze(-1), logp.amax(-1), mu, sigma, -mu])
+
+
+def chunk_stats_inplace(z, targets):
+    """`chunk_stats` for eager mode, reusing buffers in place (z becomes p, log p becomes its deviation), so a
+    chunk holds three [rows, vocab] fp32 tensors at most. Sums stay torch's pairwise reductions: a gemv-style dot
+    product loses ~1e-4 over a 50k vocabulary in fp32. amax, not max(): no argmax (measured ~5× cheaper on CPU)."""
+    import torch
+
+    logp = torch.log_softmax(z, dim=-1)
+    p = torch.exp(logp, out=z)  # z (the caller's fresh logits) is not needed any more
+    lp = logp.gather(-1, targets[:, None]).squeeze(-1)
+    lp_max = logp.amax(-1)
+    prod = p * logp
+    mu = prod.sum(-1)
+    dev = logp.sub_(mu[:, None])
+    torch.mul(p, dev, out=prod).mul_(dev)
+    return torch.stack([lp, lp_max, mu, prod.sum(-1).sqrt_(), -mu])
+
+
+assert STAT_FIELDS == ("lp", "lp_max", "mu", "sigma", "entropy"), "chunk_stats returns the stats in this order"
+
+
 class Scorer:
     """Callable over a batch of token sequences: `scorer(token_ids, first_predicted) -> list[stats dict]`.
 
@@ -89,6 +128,9 @@ class Scorer:
         max_batch_tokens: int | None = None,
         max_batch_size: int | None = None,
         row_chunk_elems: int = 1 << 24,
+        compile: bool = False,
+        pad_multiple: int | None = None,
+        attention_mask: bool = False,
     ):
         import torch
 
@@ -103,55 +145,67 @@ class Scorer:
         on_gpu = self.device.type == "cuda"
         # Measured (bench/): on a 2-core CPU batching does not beat batch 1, so CPU defaults to single windows.
         self.max_batch_size = int(max_batch_size or (64 if on_gpu else 1))
-        self.max_batch_tokens = int(max_batch_tokens or (self.max_batch_size * self.context if on_gpu else self.context))
+        self.max_batch_tokens = int(max_batch_tokens or self.max_batch_size * self.context)
         self.row_chunk_elems = int(row_chunk_elems)
         self.backbone = model.base_model
+        self._chunk_stats = chunk_stats_inplace
+        if compile:
+            # dynamic=True: one graph for every (batch, width); widths are bucketed by `pad_multiple` below. The
+            # vocabulary reduction is compiled too, which fuses its passes over the [rows, vocab] chunk.
+            self.backbone = torch.compile(self.backbone, dynamic=True)
+            self._chunk_stats = torch.compile(chunk_stats, dynamic=True)
+        self.pad_multiple = int(pad_multiple or (64 if compile else 1))
+        self.attention_mask = bool(attention_mask)
         self.lm_head = model.get_output_embeddings()
         self.softcap = getattr(cfg, "final_logit_softcapping", None)
         self.calls = 0  # forward micro-batches run; tests and benchmarks read it
+        self.oom_backoffs = 0  # times a CUDA OOM lowered the token budget
 
     # ---- core -------------------------------------------------------------------------------------------------
     def _reduce(self, hidden, targets):
-        """Per-position stats from final hidden states [P, d] and target ids [P], in vocabulary-bounded chunks."""
+        """Per-position stats from final hidden states [P, d] and target ids [P], in vocabulary-bounded chunks.
+
+        Logits are reduced in fp32 whatever the model's dtype, `row_chunk_elems // vocab` rows at a time."""
         torch = self.torch
         vocab = self.lm_head.weight.shape[0]
         rows = max(1, self.row_chunk_elems // vocab)
-        out = {k: [] for k in STAT_FIELDS}
-        for s in range(0, hidden.shape[0], rows):
-            logits = self.lm_head(hidden[s : s + rows]).float()
+        n = hidden.shape[0]
+        out = torch.empty((len(STAT_FIELDS), n), dtype=torch.float32, device=hidden.device)
+        for s in range(0, n, rows):
+            e = min(n, s + rows)
+            z = self.lm_head(hidden[s:e]).float()  # a copy for bf16/fp16 models; fp32 logits are reused as is
             if self.softcap:
-                logits = torch.tanh(logits / self.softcap) * self.softcap
-            logp = torch.log_softmax(logits, dim=-1)
-            del logits
-            p = logp.exp()
-            mu = (p * logp).sum(-1)
-            second = (p * logp.square()).sum(-1)
-            out["lp"].append(logp.gather(-1, targets[s : s + rows, None]).squeeze(-1))
-            out["lp_max"].append(logp.max(-1).values)
-            out["mu"].append(mu)
-            out["sigma"].append((second - mu.square()).clamp_min(0).sqrt())
-            out["entropy"].append(-mu)
-        return {k: torch.cat(v).cpu().numpy().astype(np.float32) for k, v in out.items()}
+                z = torch.tanh(z.div_(self.softcap)).mul_(self.softcap)
+            out[:, s:e] = self._chunk_stats(z, targets[s:e])
+            del z
+        stats = out.cpu().numpy()  # one device-to-host copy for all five stats
+        return {k: stats[i] for i, k in enumerate(STAT_FIELDS)}
 
     def _forward(self, seqs: Sequence[np.ndarray], windows: Sequence[Window]) -> list[dict]:
         torch = self.torch
-        width = max(w.length for w in windows)
-        ids = torch.zeros((len(windows), width), dtype=torch.long)
-        mask = torch.zeros((len(windows), width), dtype=torch.long)
+        width = self._padded(max(w.length for w in windows))
+        ids = np.zeros((len(windows), width), dtype=np.int64)  # right padding: pads come after every real token
         rows_b, rows_t, targets = [], [], []
         for b, w in enumerate(windows):
-            chunk = torch.as_tensor(seqs[w.seq][w.begin : w.end], dtype=torch.long)
-            ids[b, : w.length] = chunk
-            mask[b, : w.length] = 1
-            pos = torch.arange(w.pred_from, w.end)  # absolute target positions
-            rows_b.append(torch.full_like(pos, b))
-            rows_t.append(pos - w.begin - 1)  # the hidden state that predicts position t sits at t-1
-            targets.append(torch.as_tensor(seqs[w.seq][w.pred_from : w.end], dtype=torch.long))
-        ids, mask = ids.to(self.device), mask.to(self.device)
+            ids[b, : w.length] = seqs[w.seq][w.begin : w.end]
+            n = w.end - w.pred_from
+            rows_b.append(np.full(n, b, dtype=np.int64))
+            rows_t.append(np.arange(w.pred_from - w.begin - 1, w.end - w.begin - 1))  # position t-1 predicts t
+            targets.append(seqs[w.seq][w.pred_from : w.end])
+        index = torch.from_numpy(np.stack([np.concatenate(rows_b), np.concatenate(rows_t)])).to(self.device)
+        target_ids = torch.from_numpy(np.concatenate(targets).astype(np.int64)).to(self.device)
+        ids_t = torch.from_numpy(ids).to(self.device)
+        kwargs = {}
+        if self.attention_mask:
+            mask = np.zeros_like(ids)
+            for b, w in enumerate(windows):
+                mask[b, : w.length] = 1
+            kwargs["attention_mask"] = torch.from_numpy(mask).to(self.device)
         with torch.inference_mode():
-            hidden = self.backbone(input_ids=ids, attention_mask=mask, use_cache=False)[0]
-            sel = hidden[torch.cat(rows_b).to(self.device), torch.cat(rows_t).to(self.device)]
-            stats = self._reduce(sel, torch.cat(targets).to(self.device))
+            hidden = self.backbone(input_ids=ids_t, use_cache=False, **kwargs)[0]
+            sel = hidden[index[0], index[1]]
+            del hidden
+            stats = self._reduce(sel, target_ids)
         self.calls += 1
         out, at = [], 0
         for w in windows:
@@ -160,19 +214,36 @@ class Scorer:
             at += n
         return out
 
+    def _padded(self, length: int) -> int:
+        return -(-length // self.pad_multiple) * self.pad_multiple
+
+    @staticmethod
+    def _is_oom(torch, exc: BaseException) -> bool:
+        return isinstance(exc, getattr(torch.cuda, "OutOfMemoryError", ())) or "out of memory" in str(exc)
+
     def _run_batch(self, seqs, batch: list[Window], results: dict, errors: dict) -> None:
         torch = self.torch
+        fits = max(1, self.max_batch_tokens // self._padded(max(w.length for w in batch)))
+        if len(batch) > fits:  # the budget was lowered by an OOM since this batch was cut
+            for i in range(0, len(batch), fits):
+                self._run_batch(seqs, batch[i : i + fits], results, errors)
+            return
         try:
             for w, st in zip(batch, self._forward(seqs, batch)):
                 results[w] = st
         except Exception as exc:  # noqa: BLE001 - any failure is retried smaller, then quarantined per row
-            oom = isinstance(exc, getattr(torch.cuda, "OutOfMemoryError", ())) or "out of memory" in str(exc)
+            oom = self._is_oom(torch, exc)
             if oom and self.device.type == "cuda":
                 torch.cuda.empty_cache()
             if len(batch) == 1:
                 errors[batch[0].seq] = f"{type(exc).__name__}: {exc}"[:500]
                 return
             half = len(batch) // 2 if oom else 1  # OOM: halve; other errors: isolate the failing window
+            if oom:
+                # Remember what did not fit: later batches are packed under the lower budget from the start.
+                width = self._padded(max(w.length for w in batch))
+                self.max_batch_tokens = max(width, min(self.max_batch_tokens, half * width))
+                self.oom_backoffs += 1
             parts = [batch[:half], batch[half:]] if oom else [[w] for w in batch]
             for part in parts:
                 self._run_batch(seqs, part, results, errors)
@@ -184,8 +255,15 @@ class Scorer:
         plans = [plan_windows(len(s), f, self.context, self.stride, i) for i, (s, f) in enumerate(zip(seqs, firsts))]
         results: dict[Window, dict] = {}
         errors: dict[int, str] = {}
-        for batch in pack_windows([w for p in plans for w in p], self.max_batch_tokens, self.max_batch_size):
-            self._run_batch(seqs, batch, results, errors)
+        # Longest first, cut greedily as pack_windows does, but one micro-batch at a time so that a budget lowered
+        # by an OOM applies to every later batch.
+        order = sorted((w for p in plans for w in p), key=lambda w: -w.length)
+        i = 0
+        while i < len(order):
+            width = self._padded(order[i].length)  # the first (longest) sets the padded width
+            n = max(1, min(self.max_batch_size, self.max_batch_tokens // width, len(order) - i))
+            self._run_batch(seqs, order[i : i + n], results, errors)
+            i += n
         out = []
         for i, plan in enumerate(plans):
             if i in errors:

@@ -37,7 +37,7 @@ class ScoreTask:
     """Model stage: tokenised rows → token-stats rows. Loads the model once per actor."""
 
     def __init__(self, model: str, scorer_kwargs: dict | None = None, threads: int | None = None,
-                 device: str | None = None):
+                 device: str | None = None, hooks: dict | None = None):
         import torch
 
         from scoring.model import load_causal_lm
@@ -48,15 +48,64 @@ class ScoreTask:
         lm, _ = load_causal_lm(model, device=device)
         self.scorer = Scorer(lm, model_name=model, **(scorer_kwargs or {}))
         self.rows_seen = 0
+        self.hooks = dict(hooks or {})
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         cols = batch.to_pydict()
         self.rows_seen += batch.num_rows
+        if self.hooks:
+            _injected_fault(self.hooks, cols["id"])
+        calls_before = self.scorer.calls
         scored = self.scorer(cols)
+        if self.hooks.get("score_log"):
+            _log_scored(self.hooks["score_log"], cols, self.scorer.calls - calls_before)
         out = {f.name: scored.get(f.name, [None] * batch.num_rows) for f in SCORED_SCHEMA}
         for k in STAT_FIELDS:
             out[k] = [v if v else [] for v in out[k]]
         return pa.table(out, schema=SCORED_SCHEMA)
+
+
+# ---- operations hooks, set from the driver's environment (jobs/evaluate.py passes `hooks_from_env()`):
+# TIDEMARK_SCORE_LOG=FILE          append one JSON line per scored batch: pid, ids, views, forward passes run: an
+#                                  audit trail of what a run actually scored (the resume test counts scorer calls).
+# TIDEMARK_FAULT_EXIT_ON_ID=ID     fault injection: the actor process exits (os._exit, no cleanup) on a batch with ID,
+# TIDEMARK_FAULT_MAX_EXITS=N       at most N times in all (default 1), counted with files in
+# TIDEMARK_FAULT_STATE_DIR=DIR     (required with EXIT_ON_ID) so the count survives the actor's restarts.
+HOOK_ENV = {"score_log": "TIDEMARK_SCORE_LOG", "exit_on_id": "TIDEMARK_FAULT_EXIT_ON_ID",
+            "max_exits": "TIDEMARK_FAULT_MAX_EXITS", "state_dir": "TIDEMARK_FAULT_STATE_DIR"}
+
+
+def hooks_from_env(environ=None) -> dict:
+    environ = os.environ if environ is None else environ
+    hooks = {k: environ[v] for k, v in HOOK_ENV.items() if environ.get(v)}
+    if "exit_on_id" in hooks and "state_dir" not in hooks:
+        raise ValueError("TIDEMARK_FAULT_EXIT_ON_ID needs TIDEMARK_FAULT_STATE_DIR (where exits are counted)")
+    return hooks
+
+
+def _injected_fault(hooks: dict, ids) -> None:
+    target = hooks.get("exit_on_id")
+    if not target or target not in ids:
+        return
+    state = hooks["state_dir"]
+    os.makedirs(state, exist_ok=True)
+    if len([n for n in os.listdir(state) if n.startswith("exit-")]) >= int(hooks.get("max_exits", 1)):
+        return
+    with open(os.path.join(state, f"exit-{os.getpid()}-{len(os.listdir(state))}"), "w") as fh:
+        fh.write(target)
+    os._exit(17)  # a crash, not an exception: no cleanup, the actor process is gone
+
+
+def _log_scored(path: str, cols: dict, forward_calls: int) -> None:
+    import json
+
+    line = json.dumps({"pid": os.getpid(), "ids": [str(i) for i in cols["id"]],
+                       "views": [str(v) for v in cols.get("view", [])], "forward_calls": int(forward_calls)})
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())  # one write with O_APPEND: lines of concurrent actors do not mix
+    finally:
+        os.close(fd)
 
 
 def default_threads(actors: int) -> int:

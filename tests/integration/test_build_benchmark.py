@@ -119,7 +119,9 @@ def test_manifest_records_config_cutoffs_snapshot_and_version(release: Path, cof
     assert m["cutoffs"]["member_before"] == "2015-02-01" and m["cutoffs"]["nonmember_after"] == "2015-03-01"
     assert m["source"]["dump_name"] == "coffee.stackexchange.com"
     assert [f["md5"] for f in m["source"]["files"]] == [COFFEE_MD5]
-    assert "shift_audit" in m and m["shift_audit"] is None  # reserved for the shift audit
+    audit = m["shift_audit"]  # the blind-baseline audit of exactly the released rows
+    assert audit["overall"]["n"] == m["counts"]["rows_out"] and 0.0 <= audit["overall"]["auc"] <= 1.0
+    assert len(audit["overall"]["auc_ci"]) == 2 and set(audit["buckets"]) <= {"32", "64", "128", "256"}
     for name, info in m["files"].items():
         assert pq.read_metadata(release / name).num_rows == info["rows"]
 
@@ -148,3 +150,20 @@ def test_an_existing_release_is_not_overwritten_by_accident(release: Path, coffe
     bad = CliRunner().invoke(cli_app(), args[:-4] + ["--set", "cutoff.member_before=2015-01-01", "--out",
                                                      str(release) + "-x"])
     assert bad.exit_code != 0 and "unknown config key" in bad.output
+
+
+def test_debiased_mode_records_blind_auc_before_and_after(coffee_dir: Path, tmp_path: Path):
+    cfg = load_config(STACKMIA, [f"source.path={coffee_dir}", *WINDOW, "debias.enabled=true",
+                                 "debias.n_bootstrap=100"])
+    m = build_benchmark.build(cfg, tmp_path / "debiased", runner="local")
+    plain = build_benchmark.build(load_config(STACKMIA, [f"source.path={coffee_dir}", *WINDOW]),
+                                  tmp_path / "plain", runner="local")
+    d = m["debias"]
+    assert {"before", "after", "reached", "message"} <= set(d)
+    assert d["before"]["overall"]["n"] == plain["counts"]["rows_out"]
+    dropped = sum(m["counts"]["steps"][-1]["dropped"].values())
+    assert m["counts"]["steps"][-1]["step"] == "debias"
+    assert m["counts"]["rows_out"] + dropped == plain["counts"]["rows_out"]
+    assert pq.read_table(tmp_path / "debiased" / "data").num_rows == m["counts"]["rows_out"]
+    excluded = pq.read_table(tmp_path / "debiased" / "excluded" / "excluded.parquet").to_pylist()
+    assert sum(e["stage"] == "debias" for e in excluded) == dropped

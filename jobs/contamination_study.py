@@ -1,0 +1,77 @@
+"""`tidemark contamination-study`: insert known contaminants into a corpus, continue training a tiny GPT-2, and
+measure how each detector's AUC moves with the number of repeats and the learning rate. The study itself is
+scoring/contamination_study.py; this is the command line."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def _floats(spec: str, name: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(x) for x in spec.split(",") if x.strip())
+    except ValueError:
+        raise typer.BadParameter(f"{name} must be comma-separated numbers, got {spec!r}") from None
+
+
+def _ints(spec: str, name: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in spec.split(",") if x.strip())
+    except ValueError:
+        raise typer.BadParameter(f"{name} must be comma-separated integers, got {spec!r}") from None
+
+
+def _texts(spec: str, what: str, min_words: int = 1) -> list[str]:
+    from jobs.doc_inputs import read_documents
+
+    docs, bad = read_documents(spec, min_words=min_words)
+    if bad:
+        typer.echo(f"{what}: {len(bad)} inputs quarantined (first: {bad[0]['id']}: {bad[0]['reason']})", err=True)
+    if not docs:
+        raise typer.BadParameter(f"{spec}: no usable {what} text")
+    return [d["text"] for d in docs]
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("contamination-study")
+    def contamination_study(
+        out: str = typer.Option("runs/contamination_study", help="output directory (results.json, report.md, "
+                                                                  "auc_vs_repeats.png, models/)"),
+        corpus: Optional[str] = typer.Option(None, help="background corpus: folder/glob of .txt or a jsonl file "
+                                                         "(default: SOTU addresses outside the contaminant pool)"),
+        contaminants: Optional[str] = typer.Option(None, help="contaminant pool: jsonl (question/answer, text or input) "
+                                                               "or .txt files; split at random into inserted and held-out "
+                                                               "(default: 64-word SOTU passages)"),
+        repeats: Optional[str] = typer.Option(None, help="times each contaminant is inserted, comma-separated [1,2,4]"),
+        lr: Optional[str] = typer.Option(None, help="continued-training learning rates, comma-separated [1e-4,1e-3]"),
+        n_contaminants: Optional[int] = typer.Option(None, help="contaminants inserted (as many held out) [100]"),
+        methods: str = typer.Option("loss,min_k,min_k_pp,zlib", help="detectors (original-text ones)"),
+        base_seconds: Optional[float] = typer.Option(None, help="pretraining time of the base model [30]"),
+        base_steps: Optional[int] = typer.Option(None, help="pretrain the base model for this many steps instead "
+                                                            "(reproducible whatever the machine's speed)"),
+        corpus_words: Optional[int] = typer.Option(None, help="background words per continued-training epoch [30000]"),
+        seed: int = typer.Option(0, help="seed for the split, training and bootstrap"),
+        quick: bool = typer.Option(False, "--quick", help="a reduced study for demos (~1–2 min on 2 CPU cores): "
+                                                         "repeats 1,4, lr 1e-3, 60 contaminants, 10 s base, 15k words"),
+    ):
+        """Controlled contamination: AUC per detector × repeats × learning rate, with a plot. Minutes on a CPU."""
+        from scoring.contamination_study import QUICK, StudyConfig, run_study
+
+        kw = dict(QUICK) if quick else {}
+        given = {"repeats": _ints(repeats, "--repeats") if repeats else None,
+                 "lrs": _floats(lr, "--lr") if lr else None, "n_contaminants": n_contaminants,
+                 "base_seconds": base_seconds, "base_steps": base_steps, "corpus_words": corpus_words}
+        kw.update({k: v for k, v in given.items() if v is not None})
+        cfg = StudyConfig(out=out, corpus=_texts(corpus, "corpus") if corpus else None,
+                          pool=_texts(contaminants, "contaminant") if contaminants else None,
+                          methods=methods, seed=seed, **kw)
+        try:
+            summary = run_study(cfg, log=typer.echo)
+        except ValueError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+        typer.echo(Path(out, "report.md").read_text())
+        typer.echo(f"results: {Path(out, 'results.json')}  plot: {Path(out, 'auc_vs_repeats.png')}  "
+                   f"({summary['seconds']} s)")

@@ -1,0 +1,127 @@
+"""Read the documents an audit runs on: a folder (recursive), a glob, a .txt file, or a jsonl/Parquet file of rows
+(GSM8K-style `question`/`answer`, or `text`/`input`). Never crashes on a bad input: an unreadable or non-UTF-8
+file, an empty document or a row without text becomes a quarantine row `{id, stage, reason, detail}`, so that
+documents in = documents read + quarantined, always.
+
+Used by `doc-mia`, `audit`, `unlearning-audit` and `contamination-study`.
+"""
+from __future__ import annotations
+
+import glob
+import json
+from pathlib import Path
+
+STAGE = "read"
+TEXT_SUFFIXES = (".txt", ".md", ".text")
+ROW_SUFFIXES = (".jsonl", ".parquet")
+
+
+def _q(rid: str, reason: str, detail: str) -> dict:
+    return {"id": rid, "stage": STAGE, "reason": reason, "detail": str(detail)[:300]}
+
+
+def row_text(raw: dict) -> str | None:
+    """The text of one row: `question` + `answer` (GSM8K style), else `text`, else `input`."""
+    if isinstance(raw.get("question"), str):
+        answer = raw.get("answer")
+        return raw["question"] + ("\n" + answer if isinstance(answer, str) and answer.strip() else "")
+    for key in ("text", "input"):
+        if isinstance(raw.get(key), str):
+            return raw[key]
+    return None
+
+
+def _rows_of(path: Path):
+    """(id, text or None, raw row, quarantine row or None) per row of a jsonl or Parquet file."""
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        for n, raw in enumerate(pq.read_table(path).to_pylist(), start=1):
+            rid = str(raw.get("id") or f"{path.stem}:{n}")
+            yield rid, row_text(raw), raw, None
+        return
+    with open(path, "rb") as fh:
+        for n, line in enumerate(fh, start=1):
+            rid = f"{path.stem}:{n}"
+            if not line.strip():
+                continue
+            try:
+                raw = json.loads(line.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                yield rid, None, None, _q(rid, "not_utf8", exc)
+                continue
+            except json.JSONDecodeError as exc:
+                yield rid, None, None, _q(rid, "bad_json", exc)
+                continue
+            if not isinstance(raw, dict):
+                yield rid, None, None, _q(rid, "bad_json", "line is not a JSON object")
+                continue
+            yield str(raw.get("id") or rid), row_text(raw), raw, None
+
+
+def _files(spec: str) -> tuple[list[Path], Path | None]:
+    """The files a spec names, and the root that document ids are relative to."""
+    p = Path(spec)
+    if p.is_dir():
+        files = sorted(x for x in p.rglob("*") if x.is_file() and x.suffix.lower() in TEXT_SUFFIXES + ROW_SUFFIXES)
+        return files, p
+    if p.is_file():
+        return [p], p.parent
+    matches = sorted(Path(m) for m in glob.glob(spec, recursive=True) if Path(m).is_file())
+    if not matches and not any(ch in spec for ch in "*?["):
+        raise FileNotFoundError(f"{spec}: no such file or directory")
+    return matches, None
+
+
+def is_row_file(spec: str) -> bool:
+    return Path(spec).is_file() and Path(spec).suffix.lower() in ROW_SUFFIXES
+
+
+def read_documents(spec: str, *, min_words: int = 1, id_prefix: str = "") -> tuple[list[dict], list[dict]]:
+    """Return (documents, quarantined). A document is {id, path, text, n_words, label}; every .txt file is one
+    document and every jsonl/Parquet row is one document (`label` is the row's own, if any, else None). Documents with fewer than `min_words` words are quarantined."""
+    files, root = _files(spec)
+    if not files:
+        raise FileNotFoundError(f"{spec}: no .txt/.md/.jsonl/.parquet documents found")
+    docs, quarantined, seen = [], [], set()
+
+    def add(rid: str, path: Path, text: str | None, raw_detail: str = "", label=None) -> None:
+        rid = id_prefix + rid
+        if rid in seen:
+            quarantined.append(_q(rid, "duplicate_id", "an earlier document has the same id"))
+            return
+        seen.add(rid)
+        if text is None or not text.strip():
+            quarantined.append(_q(rid, "empty", raw_detail or "no text"))
+            return
+        n_words = len(text.split())
+        if n_words < min_words:
+            quarantined.append(_q(rid, "too_short", f"{n_words} words < min_words={min_words}"))
+            return
+        docs.append({"id": rid, "path": str(path), "text": text, "n_words": n_words, "label": label})
+
+    for f in files:
+        rel = str(f.relative_to(root)) if root is not None and f.is_relative_to(root) else str(f)
+        if f.suffix.lower() in ROW_SUFFIXES:
+            try:
+                for rid, text, raw, bad in _rows_of(f):
+                    if bad is not None:
+                        quarantined.append({**bad, "id": id_prefix + bad["id"]})
+                        continue
+                    add(rid, f, text, f"no question/answer, text or input field (keys: {sorted(raw)[:8]})",
+                        raw.get("label"))
+            except OSError as exc:
+                quarantined.append(_q(id_prefix + rel, "unreadable", exc))
+            continue
+        try:
+            data = f.read_bytes()
+        except OSError as exc:
+            quarantined.append(_q(id_prefix + rel, "unreadable", exc))
+            continue
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            quarantined.append(_q(id_prefix + rel, "not_utf8", exc))
+            continue
+        add(rel, f, text.lstrip("\ufeff"), "empty file")
+    return docs, quarantined

@@ -1,0 +1,188 @@
+"""Audits end to end through the CLI, on known membership: folders of SOTU "books", a tiny GPT-2 trained on the
+member folders (calibration members + audited members) and on half of a GSM8K-style benchmark, the other folders
+and rows held out (scoring.contamination_study.build_book_study). One model serves every test in this module."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from jobs.cli import app
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+def invoke(*args: str):
+    result = CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+@pytest.fixture(scope="module")
+def books(tmp_path_factory):
+    from scoring.contamination_study import build_book_study
+
+    root = tmp_path_factory.mktemp("books")
+    # a fixed number of steps, not seconds, so the model (and every number below) is the same on any machine
+    info = build_book_study(root, books_per_folder=4, book_words=1500, gsm_per_label=20, steps=160, seed=0)
+    # inputs that must be quarantined, not crash the audit or vanish from the counts
+    (root / "target" / "empty.txt").write_text("   \n")
+    (root / "target" / "latin1.txt").write_bytes("Caf\xe9 au lait, a short note.".encode("latin-1"))
+    with open(root / "gsm" / "test.jsonl", "a") as fh:
+        fh.write('{"id": "bad-empty", "question": ""}\nnot json at all\n')
+    return info
+
+
+@pytest.fixture(scope="module")
+def book_audit(books, ray_session, tmp_path_factory):
+    out = tmp_path_factory.mktemp("audit")
+    f = books["folders"]
+    invoke("audit", "--target", f"{books['root']}/target", "--calib-members", f["calib/members"],
+           "--calib-nonmembers", f["calib/nonmembers"], "--model", books["model"], "--out", out,
+           "--snippets", 20, "--snippet-words", 128, "--n-bootstrap", 1000, "--batch-size", 16, "--quiet")
+    return out, json.loads((out / "report.json").read_text())
+
+
+def test_audit_member_folder_has_a_markedly_higher_rate(book_audit):
+    _, rep = book_audit
+    rates = {"members": [], "heldout": []}
+    for d in rep["documents"]:
+        rates["members" if "/target/members/" in d["path"] else "heldout"].append(d["rate"])
+        lo, hi = d["rate_ci"]
+        assert lo <= d["rate"] <= hi and d["n_snippets"] == 20
+    assert len(rates["members"]) == len(rates["heldout"]) == 4
+    m, h = np.mean(rates["members"]), np.mean(rates["heldout"])
+    assert m - h >= 0.3, (m, h)
+    assert rep["calibration"]["auc"] > 0.7
+
+
+def test_audit_fpr_corrected_estimate_covers_the_truth(book_audit):
+    _, rep = book_audit
+    corr = rep["corpus"]["fpr_corrected"]
+    truth = 0.5  # 4 member and 4 held-out books, 20 snippets each
+    lo, hi = corr["ci"]
+    assert lo <= truth <= hi, corr
+    assert hi - lo < 0.8, corr  # an interval, not the whole [0, 1]
+    assert abs(corr["estimate"] - truth) < 0.3, corr
+    assert 0 <= corr["fpr"] < corr["tpr"] <= 1
+
+
+def test_audit_accounts_for_every_document_and_writes_its_outputs(book_audit):
+    out, rep = book_audit
+    t = rep["counts"]["target"]
+    assert t["documents_in"] == 10 and t["documents_scored"] == 8 and t["documents_quarantined"] == 2
+    assert t["snippets_planned"] == t["snippets_scored"] + t["snippets_quarantined"] == 160
+    q = {r["id"]: r["reason"] for r in pq.read_table(out / "quarantine.parquet").to_pylist()}
+    assert q == {"empty.txt": "empty", "latin1.txt": "not_utf8"}
+    c = rep["counts"]["calibration"]
+    assert c["documents_in"] == c["documents_scored"] == 8 and c["snippets_scored"] == 160
+    for name in ("report.md", "rates_hist.png", "scores_hist.png", "snippets.parquet"):
+        assert (out / name).stat().st_size > 0, name
+    md = (out / "report.md").read_text()
+    assert "Mean contamination rate" in md and "FPR-corrected" in md and "top-scoring snippets" in md
+
+
+def test_gsm8k_style_benchmark_audit_gives_flagged_share_ci_and_evidence(books, ray_session, tmp_path):
+    gsm = f"{books['root']}/gsm"
+    invoke("audit", "--target", f"{gsm}/test.jsonl", "--calibration", f"{gsm}/calibration.jsonl",
+           "--model", books["model"], "--reference-corpus", f"{gsm}/leak.jsonl", "--out", tmp_path, "--batch-size", 16,
+           "--quiet")
+    rep = json.loads((tmp_path / "report.json").read_text())
+    assert rep["mode"] == "benchmark"
+    corpus = rep["corpus"]
+    lo, hi = corpus["flagged_share_ci"]
+    assert 0 <= lo <= corpus["flagged_share"] <= hi <= 1 and corpus["n_snippets"] == 40
+    counts = rep["counts"]["target"]
+    assert (counts["documents_in"], counts["documents_scored"], counts["documents_quarantined"]) == (42, 40, 2)
+    trained = set(books["gsm_test_trained_ids"])
+    docs = {d["id"]: d for d in rep["documents"]}
+    # the model trained on half of the rows: they score higher, and the leak shows as exact 13-gram overlap
+    s_in = [docs[i]["max_score"] for i in trained]
+    s_out = [d["max_score"] for i, d in docs.items() if i not in trained]
+    assert np.mean(s_in) > np.mean(s_out)
+    assert all(docs[i]["ngram_overlap"]["share"] == 1.0 for i in trained)
+    assert all(d["ngram_overlap"]["n_matched"] == 0 for i, d in docs.items() if i not in trained)
+    assert corpus["ngram_overlap"]["documents_with_any_match"] == 20
+    md = (tmp_path / "report.md").read_text()
+    assert "Examples flagged" in md and "highest-scoring examples" in md and "13-gram overlap" in md
+
+
+def test_audit_rejects_bad_calibration_arguments(books, tmp_path):
+    result = CliRunner().invoke(app, ["audit", "--target", books["folders"]["target/members"], "--model",
+                                      books["model"], "--out", str(tmp_path), "--calib-members",
+                                      books["folders"]["calib/members"]])
+    assert result.exit_code != 0 and "go together" in result.output
+
+
+@pytest.fixture(scope="module")
+def doc_mia(books, ray_session, tmp_path_factory):
+    root = tmp_path_factory.mktemp("docmia")
+    for label, folders in (("members", ["calib/members", "target/members"]),
+                           ("nonmembers", ["calib/nonmembers", "target/heldout"])):
+        (root / label).mkdir()
+        for f in folders:
+            for p in sorted((Path(books["root"]) / f).glob("*.txt")):
+                shutil.copy(p, root / label / f"{f.replace('/', '_')}_{p.name}")
+    out = root / "out"
+    invoke("doc-mia", "--members", root / "members", "--nonmembers", root / "nonmembers", "--model", books["model"],
+           "--out", out, "--contexts", "32,64", "--folds", 4, "--n-trees", 50, "--batch-size", 16, "--quiet")
+    return out
+
+
+def test_doc_mia_runs_the_full_grid_and_writes_the_table(doc_mia):
+    metrics = json.loads((doc_mia / "metrics.json").read_text())
+    grid = [r for r in metrics["results"] if r["normalization"] != "-"]
+    assert {(r["normalization"], r["features"], r["context"]) for r in grid} == {
+        (n, f, c) for n in ("NoNorm", "RatioNorm-TF", "RatioNorm-GP", "MaxNorm-TF", "MaxNorm-GP")
+        for f in ("AggFE", "HistFE") for c in (32, 64)}
+    assert all(len(r["folds"]) == 4 and np.isfinite(r["auc_mean"]) for r in grid)
+    assert metrics["counts"] == {"documents_in": 16, "documents_used": 16, "documents_quarantined": 0,
+                                 "members_used": 8, "nonmembers_used": 8}
+    # the model trained on the member books for several epochs: whole-document membership is easy here
+    assert metrics["best"]["auc_mean"] >= 0.8, metrics["best"]
+    table = (doc_mia / "report.md").read_text()
+    assert table.count("\n| ") >= 11 and "MaxNorm-TF | HistFE" in table and "C=64" in table
+    scores = pq.read_table(doc_mia / "scores.parquet").to_pandas()
+    assert len(scores) == 16 and scores["MaxNorm-TF/HistFE/C=32"].notna().all()
+    assert sorted(scores["fold"].value_counts().tolist()) == [4, 4, 4, 4]
+
+
+def test_unlearning_audit_flags_failed_unlearning_not_exact_unlearning(books, ray_session, tmp_path):
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    from scoring.contamination_study import torch_threads
+    from scoring.known_membership import KNOWN_MEMBERSHIP_TRAINING
+    from scoring.tiny_lm import train_tiny_gpt2
+
+    root, original = Path(books["root"]), books["model"]
+    forget = books["folders"]["target/members"]
+    retain = [p.read_text() for p in sorted((root / "calib" / "members").glob("*.txt"))]
+    # exact unlearning: a fresh model with the original's tokenizer, trained as long on the retain books only;
+    # failed unlearning: the original nudged for 20 steps at lr 1e-4 on the retain books
+    torch.manual_seed(1)
+    GPT2LMHeadModel(GPT2Config.from_pretrained(original)).save_pretrained(tmp_path / "fresh")
+    PreTrainedTokenizerFast.from_pretrained(original).save_pretrained(tmp_path / "fresh")
+    with torch_threads(1):
+        train_tiny_gpt2(retain, tmp_path / "exact", init_from=tmp_path / "fresh", steps=books["train"]["steps"],
+                        seed=0, **KNOWN_MEMBERSHIP_TRAINING)
+        train_tiny_gpt2(retain, tmp_path / "failed", init_from=original, steps=20, lr=1e-4, seed=0,
+                        **KNOWN_MEMBERSHIP_TRAINING)
+    reports = {}
+    for name in ("failed", "exact"):
+        invoke("unlearning-audit", "--original", original, "--unlearned", tmp_path / name, "--corpus", forget,
+               "--out", tmp_path / f"out_{name}", "--batch-size", 16, "--quiet")
+        reports[name] = json.loads((tmp_path / f"out_{name}" / "report.json").read_text())
+        assert reports[name]["counts"]["chunks_scored"] == 4 * 3  # 1500-word books → 3 chunks of 512 words
+    failed, exact = reports["failed"], reports["exact"]
+    assert failed["flagged_share"] >= 0.9 and 0.95 < failed["ratio_quantiles"]["0.5"] < 1.05, failed
+    # the exact-unlearned model finds the forgotten books less likely: Min-K% ratios above the 1.15 band
+    assert exact["flagged_share"] <= 0.25 and exact["ratio_quantiles"]["0.5"] > 1.15, exact
+    md = (tmp_path / "out_failed" / "report.md").read_text()
+    listed = md.split("## Flagged chunks (12)")[1]
+    assert sum(line.startswith("| `") for line in listed.splitlines()) == 12

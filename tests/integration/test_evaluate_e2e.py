@@ -1,0 +1,124 @@
+"""End to end, through the `tidemark` CLI on local Ray (num_cpus=2): a tiny GPT-2 trained in the test on known
+members (each seen 3×) must be detected, bad rows must be quarantined without losing anything, and `rescore`
+must reproduce the scores from the saved token stats alone."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from jobs.cli import app
+from scoring.detectors import REGISTRY
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+BAD_LINES = [
+    json.dumps({"id": "bad:empty", "input": "", "label": 0}).encode(),
+    json.dumps({"id": "bad:nolabel", "input": "A text that has no label at all."}).encode(),
+    b'{"id": "bad:latin1", "input": "Caf\xe9 au lait", "label": 1}',
+]
+
+
+def invoke(*args: str):
+    result = CliRunner().invoke(app, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    from scoring.known_membership import build_known_membership
+
+    root = tmp_path_factory.mktemp("study")
+    # A fixed number of steps, not seconds: the result must not depend on how busy the machine is.
+    info = build_known_membership(root, n_per_label=60, repeats=3, steps=250, seed=0)
+    with open(info["benchmark"], "ab") as fh:
+        fh.write(b"\n".join(BAD_LINES) + b"\n")
+    info["n_rows"] = 60 * 2 * 3 + len(BAD_LINES)
+    return info
+
+
+@pytest.fixture(scope="module")
+def evaluated(study, ray_session, tmp_path_factory):
+    out = tmp_path_factory.mktemp("eval")
+    invoke("evaluate", "--benchmark", study["benchmark"], "--model", study["model"], "--out", str(out),
+           "--methods", "all", "--quiet")
+    return out
+
+
+def test_every_output_is_written(evaluated):
+    for name in ("scores.parquet", "token_stats.parquet", "metrics.json", "report.md", "roc_all.png",
+                 "roc_32.png", "roc_64.png", "roc_128.png", "quarantine.parquet", "run.json"):
+        assert (evaluated / name).is_file(), name
+
+
+def test_known_members_are_detected(evaluated):
+    metrics = json.loads((evaluated / "metrics.json").read_text())
+    auc = {(m["method"], m["bucket"]): m["auc"] for m in metrics}
+    assert auc[("min_k", "all")] >= 0.8, auc
+    assert auc[("loss", "all")] > 0.5, auc
+    assert {m["method"] for m in metrics} == set(REGISTRY) - {"ref"}  # ref needs --ref-model
+    for m in metrics:
+        assert set(m) >= {"method", "params", "bucket", "n", "auc", "auc_ci", "tpr_at_1_fpr", "tpr_at_5_fpr"}
+
+
+def test_bad_rows_are_quarantined_and_counts_reconcile(evaluated, study):
+    quarantine = pq.read_table(evaluated / "quarantine.parquet").to_pylist()
+    assert {q["id"]: q["reason"] for q in quarantine} == {
+        "bad:empty": "empty_input", "bad:nolabel": "bad_label", "benchmark:" + str(study["n_rows"]): "not_utf8"}
+    rec = json.loads((evaluated / "metrics.json").read_text())[0]
+    assert rec["rows_in"] == study["n_rows"]
+    assert rec["rows_in"] == rec["rows_scored"] + rec["rows_quarantined"]
+    scores = pq.read_table(evaluated / "scores.parquet")
+    assert scores.num_rows == rec["rows_scored"]
+    # ReCaLL's prefix rows are scored but not evaluated, and are named in run.json.
+    run = json.loads((evaluated / "run.json").read_text())
+    prefix = set(run["recall_prefix_ids"])
+    assert len(prefix) == 3
+    in_eval = dict(zip(scores.column("id").to_pylist(), scores.column("in_eval").to_pylist()))
+    assert all(not in_eval[i] for i in prefix)
+    all_rec = [m for m in json.loads((evaluated / "metrics.json").read_text()) if m["bucket"] == "all"][0]
+    assert all_rec["n"] == rec["rows_scored"] - len(prefix)
+
+
+def test_token_stats_have_one_row_per_text_and_view(evaluated):
+    ts = pq.read_table(evaluated / "token_stats.parquet", columns=["id", "view", "lp", "token_ids", "first_predicted"])
+    orig = [r for r in ts.to_pylist() if r["view"] == "original"]
+    assert len({r["id"] for r in orig}) == len(orig)
+    r = orig[0]
+    assert len(r["lp"]) == len(r["token_ids"]) - r["first_predicted"]
+    assert {"lowercase", "prefixed", "pac:0.3:0:4"} <= set(ts.column("view").to_pylist())
+
+
+def test_rescore_reproduces_scores_without_the_model(evaluated):
+    invoke("rescore", "--token-stats", str(evaluated / "token_stats.parquet"))
+    a = pq.read_table(evaluated / "scores.parquet").to_pandas().set_index("id").sort_index()
+    b = pq.read_table(evaluated / "rescore" / "scores.parquet").to_pandas().set_index("id").sort_index()
+    assert list(a.columns) == list(b.columns)
+    for col in a.columns:
+        if a[col].dtype.kind == "f":
+            np.testing.assert_allclose(a[col].to_numpy(), b[col].to_numpy(), atol=1e-6, equal_nan=True, err_msg=col)
+        else:
+            assert a[col].tolist() == b[col].tolist(), col
+
+
+def test_a_200k_token_text_is_windowed_not_dropped(study, ray_session, tmp_path):
+    bench = tmp_path / "long.jsonl"
+    rows = [json.loads(line) for line in open(study["benchmark"], "rb").read().splitlines()[:6]
+            if line.strip().startswith(b"{") and b"bad:" not in line][:4]
+    long_text = " ".join(["the people"] * 100_000)  # two words per repeat → ~200k tokens
+    rows.append({"id": "long", "input": long_text, "label": 0})
+    bench.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+    invoke("evaluate", "--benchmark", str(bench), "--model", study["model"], "--out", str(out),
+           "--methods", "loss,min_k", "--stride", "63", "--batch-size", "32", "--quiet")
+    ts = pq.read_table(out / "token_stats.parquet").to_pylist()
+    long_row = next(r for r in ts if r["id"] == "long")
+    assert len(long_row["token_ids"]) >= 150_000, len(long_row["token_ids"])
+    assert long_row["error"] is None and long_row["n_windows"] > 1000
+    assert len(long_row["lp"]) == len(long_row["token_ids"]) - 1  # every token after the first, once
+    scores = pq.read_table(out / "scores.parquet").to_pylist()
+    assert len(scores) == len(rows) and np.isfinite(next(s["loss"] for s in scores if s["id"] == "long"))

@@ -1,0 +1,170 @@
+"""Jobs that write to s3:// (moto), driven through the `tidemark` CLI, with a planted fake AWS secret both in the
+environment (where boto3 reads it: moto accepts any key) and in the config (`--set source.aws_secret_access_key`):
+
+- `build-benchmark --nonmember-month auto` picks the month from TIDEMARK_RUN_DATE, writes the release to S3 with
+  `_SUCCESS` last, and a re-run with --skip-existing is a no-op;
+- `evaluate` reads that release from S3 and writes its outputs and shards to S3;
+- an S3 release without its completion marker is refused;
+- neither secret appears in any object written, in anything printed, or in any log record.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from jobs.cli import app
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+BUCKET = "tidemark-ops"
+# Fake secrets made at run time. The env one is shaped like an AWS secret key (40 base64 characters).
+ENV_SECRET = ("Fk" + uuid.uuid4().hex + "/xY+Q9z")[:40]
+CFG_SECRET = "cfg-secret-" + uuid.uuid4().hex
+
+
+@pytest.fixture
+def s3(monkeypatch):
+    moto = pytest.importorskip("moto")
+    import boto3
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIA" + uuid.uuid4().hex[:16].upper())
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", ENV_SECRET)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.delenv(var, raising=False)
+    with moto.mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket=BUCKET)
+        yield client
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """A dated jsonl corpus: 12 passages from 2014 (members) and 12 from October 2026 (non-members), plus a
+    few from September 2026 that the October window must leave out; and a tiny model trained on it."""
+    from scoring.known_membership import sotu_passages
+    from scoring.tiny_lm import train_tiny_gpt2
+
+    root = tmp_path_factory.mktemp("corpus")
+    texts = [p["text"] for p in sotu_passages(words_per_passage=24, max_passages=28, seed=3)]
+    dates = ["2014-03-05"] * 12 + ["2026-10-%02d" % (d + 1) for d in range(12)] + ["2026-09-15"] * 4
+    with open(root / "docs.jsonl", "w") as fh:
+        for i, (t, d) in enumerate(zip(texts, dates)):
+            fh.write(json.dumps({"id": f"d{i:02d}", "text": t, "created": d}) + "\n")
+    cfg = {"name": "ops-demo", "source": {"kind": "files", "path": str(root / "docs.jsonl"), "id_field": "id",
+                                          "date_field": "created"},
+           "cutoffs": {"member_before": "2015-01-01", "nonmember_after": "2026-01-01"},
+           "filters": {"languages": []}, "dedup": {"exact": True, "near": False},
+           "buckets": [16], "per_bucket": None, "balance": True}
+    (root / "config.yaml").write_text(yaml.safe_dump(cfg))
+    model = train_tiny_gpt2(texts, root / "model", steps=15, context=64, batch_size=8, vocab_size=600)["path"]
+    return {"root": root, "config": root / "config.yaml", "model": model}
+
+
+def invoke(*args: str):
+    result = CliRunner().invoke(app, list(args))
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result
+
+
+def all_objects(client) -> dict[str, bytes]:
+    keys = [o["Key"] for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET)
+            for o in page.get("Contents", [])]
+    return {k: client.get_object(Bucket=BUCKET, Key=k)["Body"].read() for k in keys}
+
+
+def assert_no_secret(blobs: dict[str, bytes | str]):
+    for name, blob in blobs.items():
+        data = blob.encode() if isinstance(blob, str) else blob
+        for secret in (ENV_SECRET, CFG_SECRET):
+            assert secret.encode() not in data, f"a planted secret leaked into {name}"
+
+
+def test_build_then_evaluate_on_s3_without_leaking_credentials(s3, corpus, ray_session, monkeypatch, caplog, capfd):
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv("TIDEMARK_RUN_DATE", "2026-11-05")
+    release = f"s3://{BUCKET}/releases/ops-{{nonmember_month}}"
+    build_args = ["build-benchmark", "--config", str(corpus["config"]), "--runner", "local",
+                  "--set", f"source.aws_secret_access_key={CFG_SECRET}", "--nonmember-month", "auto",
+                  "--out", release]
+    built = invoke(*build_args)
+    assert built.exit_code == 0, built.output
+    assert "non-member month 2026-10" in built.output
+    objects = all_objects(s3)
+    prefix = "releases/ops-2026-10/"
+    assert {"data/length16.parquet", "excluded/excluded.parquet", "manifest.json", "_SUCCESS"} <= {
+        k[len(prefix):] for k in objects if k.startswith(prefix)}
+    manifest = json.loads(objects[prefix + "manifest.json"])
+    assert manifest["cutoffs"]["nonmember_after"] == "2026-10-01"
+    assert manifest["cutoffs"]["nonmember_before"] == "2026-11-01"
+    assert manifest["config"]["source"]["aws_secret_access_key"] == "[REDACTED]"
+    assert "source.aws_secret_access_key=[REDACTED]" in manifest["overrides"]
+    assert manifest["counts"]["rows_out"] == 24  # 12 + 12; the September documents are outside the window
+    success = json.loads(objects[prefix + "_SUCCESS"])
+    assert success["rows"] == 24 and success["manifest_sha256"]
+
+    again = invoke(*build_args, "--skip-existing")
+    assert again.exit_code == 0 and "nothing to do" in again.output
+    assert all_objects(s3)[prefix + "manifest.json"] == objects[prefix + "manifest.json"]
+    refused = CliRunner().invoke(app, build_args)
+    assert refused.exit_code != 0 and "already holds a release" in str(refused.exception)
+
+    out = f"s3://{BUCKET}/runs/ops-2026-10/tiny"
+    evaluated = invoke("evaluate", "--benchmark", f"s3://{BUCKET}/{prefix}", "--model", corpus["model"],
+                       "--out", out, "--methods", "loss,min_k", "--shard-size", "10", "--quiet")
+    assert evaluated.exit_code == 0, evaluated.output
+    objects = all_objects(s3)
+    run_keys = {k[len("runs/ops-2026-10/tiny/"):] for k in objects if k.startswith("runs/ops-2026-10/tiny/")}
+    assert {"_SUCCESS", "token_stats.parquet", "scores.parquet", "metrics.json", "report.md", "run.json",
+            "quarantine.parquet", "shards/token_stats-00000.parquet", "shards/token_stats-00002.done.json"} <= run_keys
+    marker = json.loads(objects["runs/ops-2026-10/tiny/_SUCCESS"])
+    assert marker["counts"]["in"] == 24 == marker["counts"]["scored"] + marker["counts"]["quarantined"]
+
+    # In the environment and in the config: in no object, nothing printed, no log record.
+    assert_no_secret(objects)
+    captured = capfd.readouterr()
+    assert_no_secret({"build output": built.output + again.output, "evaluate output": evaluated.output,
+                      "stdout": captured.out, "stderr": captured.err, "log records": caplog.text})
+
+
+def test_an_incomplete_s3_release_is_not_read(s3, tmp_path):
+    from jobs.evaluate import EvaluateConfig, run_evaluate
+    from jobs.storage_io import Location
+
+    loc = Location(f"s3://{BUCKET}/releases/half")
+    loc.write_text("data/length16.jsonl", json.dumps({"id": "a", "input": "x y", "label": 1}) + "\n")
+    cfg = EvaluateConfig(benchmark=loc.uri, model="unused", out=str(tmp_path / "out"))
+    with pytest.raises(FileNotFoundError, match="incomplete release"):
+        run_evaluate(cfg)
+
+
+def test_local_release_is_published_whole_and_a_failed_rebuild_keeps_the_old_one(corpus, tmp_path, monkeypatch):
+    import hashlib
+
+    from curation import release as release_mod
+
+    out = tmp_path / "releases" / "ops"
+    args = ["build-benchmark", "--config", str(corpus["config"]), "--runner", "local", "--out", str(out),
+            "--nonmember-month", "2026-10"]
+    assert invoke(*args).exit_code == 0
+    assert sorted(p.name for p in out.iterdir()) == ["_SUCCESS", "data", "excluded", "manifest.json"]
+    assert sorted(p.name for p in out.parent.iterdir()) == ["ops"]  # no staging or trash directory left
+    manifest = (out / "manifest.json").read_bytes()
+    assert json.loads((out / "_SUCCESS").read_text())["manifest_sha256"] == hashlib.sha256(manifest).hexdigest()
+
+    def crash(*a, **k):
+        raise OSError("disk full while writing the new release")
+
+    monkeypatch.setattr(release_mod, "write_release_files", crash)
+    with pytest.raises(OSError, match="disk full"):
+        invoke(*args, "--overwrite")
+    monkeypatch.undo()
+    # The old release is untouched and still complete; the failed build's staging dir is gone.
+    assert (out / "manifest.json").read_bytes() == manifest and (out / "_SUCCESS").exists()
+    assert sorted(p.name for p in out.parent.iterdir()) == ["ops"]

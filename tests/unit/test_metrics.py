@@ -1,0 +1,66 @@
+"""Metrics against hand-counted values."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scoring.metrics import (apply_threshold, bootstrap_auc_ci, calibrate_threshold, roc_auc, summarize,
+                             tpr_at_fpr)
+
+LABELS = [0, 0, 1, 1]
+SCORES = [0.1, 0.4, 0.35, 0.8]  # of the 4 member/non-member pairs, 3 are ordered correctly → AUC 0.75
+
+
+def test_auc_counts_correctly_ordered_pairs_and_ties_count_half():
+    assert roc_auc(LABELS, SCORES) == pytest.approx(0.75)
+    assert roc_auc([0, 1], [0.5, 0.5]) == pytest.approx(0.5)
+    assert roc_auc([0, 0, 1], [3, 2, 1]) == pytest.approx(0.0)  # reported as is, never flipped
+
+
+def test_auc_is_nan_with_one_class_and_ignores_nan_scores():
+    assert np.isnan(roc_auc([1, 1], [0.1, 0.2]))
+    assert roc_auc([0, 1, 1], [0.1, float("nan"), 0.9]) == pytest.approx(1.0)
+
+
+def test_tpr_at_fpr_reads_the_roc_curve_without_interpolating():
+    labels = [0] * 10 + [1] * 4
+    scores = list(range(10)) + [9.5, 8.5, 5.5, 0.5]  # members beat 10, 9, 6 and 1 non-members
+    assert tpr_at_fpr(labels, scores, 0.0) == pytest.approx(0.25)  # only 9.5 is above every non-member
+    assert tpr_at_fpr(labels, scores, 0.1) == pytest.approx(0.5)  # 1 false positive allowed: 8.5 joins
+    assert tpr_at_fpr(labels, scores, 0.05) == pytest.approx(0.25)
+
+
+def test_bootstrap_ci_is_seeded_and_brackets_the_auc():
+    rng = np.random.default_rng(0)
+    y = np.r_[np.zeros(100), np.ones(100)].astype(int)
+    s = np.r_[rng.normal(0, 1, 100), rng.normal(1, 1, 100)]
+    lo, hi = bootstrap_auc_ci(y, s, n=300, seed=7)
+    assert (lo, hi) == bootstrap_auc_ci(y, s, n=300, seed=7)
+    assert (lo, hi) != bootstrap_auc_ci(y, s, n=300, seed=8)
+    assert lo < roc_auc(y, s) < hi and hi - lo < 0.2
+
+
+def test_summary_record_has_the_contract_fields():
+    rec = summarize(LABELS, SCORES, n_bootstrap=50)
+    assert set(rec) >= {"n", "auc", "auc_ci", "tpr_at_1_fpr", "tpr_at_5_fpr"}
+    assert rec["n"] == 4 and rec["auc"] == pytest.approx(0.75)
+
+
+def test_accuracy_threshold_is_calibrated_on_one_split_and_applied_to_another():
+    # Calibration: members ≥ 0.5 except one at 0.15; cutting at 0.5 gets 5 of 6 right, at 0.15 only 4.
+    th = calibrate_threshold([0, 0, 0, 1, 1, 1], [0.1, 0.2, 0.3, 0.5, 0.6, 0.15], "accuracy")
+    assert th.value == pytest.approx(0.5) and th.calib_score == pytest.approx(5 / 6)
+    test = apply_threshold(th, [0, 1, 1, 0], [0.7, 0.9, 0.4, 0.1])
+    assert test["accuracy"] == pytest.approx(0.5) and test["tpr"] == pytest.approx(0.5)
+    assert test["fpr"] == pytest.approx(0.5)
+
+
+def test_f1_and_fpr_objectives():
+    labels, scores = [0, 0, 0, 1, 1, 1], [0.1, 0.2, 0.3, 0.5, 0.6, 0.25]
+    f1 = calibrate_threshold(labels, scores, "f1")
+    # flagging ≥ 0.25 gives TP 3, FP 1 → F1 6/7, better than ≥ 0.5 (TP 2 → F1 0.8)
+    assert f1.value == pytest.approx(0.25) and f1.calib_score == pytest.approx(6 / 7)
+    strict = calibrate_threshold(labels, scores, "fpr", target_fpr=0.0)
+    assert strict.calib_fpr == 0.0 and strict.value == pytest.approx(0.5)
+    with pytest.raises(ValueError):
+        calibrate_threshold(labels, scores, "auc")

@@ -1,0 +1,65 @@
+"""Credential redaction: keys that name credentials, values shaped like AWS keys, environment secrets, overrides,
+and every log record."""
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from jobs.redact import (REDACTED, credential_keys, install_log_redaction, is_secret_key, redact, redact_text,
+                         secret_values)
+
+FAKE_ID = "AKIAIOSFODNN7EXAMPLE"
+FAKE_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+
+
+@pytest.mark.parametrize("key", ["aws_secret_access_key", "AWS_ACCESS_KEY_ID", "apiKey", "hf_token", "HF_TOKEN",
+                                 "db-password", "sessionToken", "credentials", "auth", "private_key"])
+def test_credential_keys(key):
+    assert is_secret_key(key)
+
+
+@pytest.mark.parametrize("key", ["max_tokens", "tokenizer", "monkey", "keyword", "id_field", "member_before",
+                                 "title_patterns", "author", "n_tokens", "path"])
+def test_not_credential_keys(key):
+    assert not is_secret_key(key)
+
+
+def test_redact_config_values_and_shapes():
+    cfg = {"source": {"kind": "files", "path": "/data/x", "aws_secret_access_key": FAKE_SECRET,
+                      "note": f"id {FAKE_ID}", "url": "https://user:hunter22@example.org/db"},
+           "buckets": [32, 64], "max_tokens": 5, "sha": "a" * 40, "sha256": "b" * 64}
+    out = redact(cfg)
+    assert out["source"]["aws_secret_access_key"] == REDACTED
+    assert out["source"]["note"] == f"id {REDACTED}"
+    assert out["source"]["url"] == f"https://user:{REDACTED}@example.org/db"
+    assert out["source"]["path"] == "/data/x" and out["buckets"] == [32, 64] and out["max_tokens"] == 5
+    assert out["sha"] == "a" * 40 and out["sha256"] == "b" * 64  # hex digests are not secrets
+    assert cfg["source"]["aws_secret_access_key"] == FAKE_SECRET  # a copy: the input is untouched
+    assert credential_keys(cfg) == ["source.aws_secret_access_key"]
+    assert secret_values(cfg) == [FAKE_SECRET]
+
+
+def test_overrides_and_free_text():
+    assert redact(["source.aws_secret_access_key=xyz123abc", "cutoffs.member_before=2015-01-01"]) == [
+        f"source.aws_secret_access_key={REDACTED}", "cutoffs.member_before=2015-01-01"]
+    assert redact_text(f"key {FAKE_SECRET} end") == f"key {REDACTED} end"
+    # a path with a few slashes and mixed case, exactly 40 characters long, is not taken for a key
+    path = "/Users/Ann/Runs/Release2024/stackmia/ab"
+    assert len(path) == 39 and redact_text(path + "c") == path + "c"
+
+
+def test_environment_secrets_are_scrubbed_anywhere(monkeypatch):
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "not-a-known-shape-123")
+    assert redact_text("error: bad token not-a-known-shape-123!") == f"error: bad token {REDACTED}!"
+    assert redact({"msg": "x not-a-known-shape-123 y"}) == {"msg": f"x {REDACTED} y"}
+
+
+def test_log_records_from_any_logger_are_redacted(monkeypatch, caplog):
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "planted-fake-secret-value")
+    install_log_redaction()
+    install_log_redaction()  # idempotent
+    with caplog.at_level(logging.INFO):
+        logging.getLogger("some.library").info("connecting with %s and %s", "planted-fake-secret-value", FAKE_ID)
+    assert "planted-fake-secret-value" not in caplog.text and FAKE_ID not in caplog.text
+    assert caplog.text.count(REDACTED) == 2

@@ -1,0 +1,147 @@
+"""Outputs to a local directory or s3:// (moto): atomic files, `_SUCCESS` written last, requester pays, and a
+release publish that never looks complete when it crashes half way."""
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow as pa
+import pytest
+
+from jobs import release_io
+from jobs.storage_io import SUCCESS, Location, atomic_write_bytes, local_copy
+
+BUCKET = "tidemark-test"
+
+
+@pytest.fixture
+def s3(monkeypatch):
+    moto = pytest.importorskip("moto")
+    import boto3
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.delenv(var, raising=False)
+    with moto.mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket=BUCKET)
+        yield client
+
+
+def test_atomic_write_keeps_the_old_file_when_the_write_fails(tmp_path, monkeypatch):
+    target = tmp_path / "d" / "report.md"
+    atomic_write_bytes(target, b"old")
+
+    def broken_replace(src, dst):
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError, match="disk gone"):
+        atomic_write_bytes(target, b"new and longer")
+    assert target.read_bytes() == b"old"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["report.md"]  # no temporary file left behind
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_location_round_trip_and_marker(where, tmp_path, request):
+    if where == "s3":
+        request.getfixturevalue("s3")
+        loc = Location(f"s3://{BUCKET}/runs/one/")
+    else:
+        loc = Location(tmp_path / "runs" / "one")
+    table = pa.table({"id": ["a", "b"], "x": [1.0, 2.0]})
+    info = loc.write_parquet("shards/t-00000.parquet", table)
+    assert info["rows"] == 2 and len(info["sha256"]) == 64
+    loc.write_json("shards/t-00000.done.json", {"ok": True})
+    loc.write_text("report.md", "# hi\n")
+    assert loc.read_parquet("shards/t-00000.parquet").equals(table)
+    assert loc.list() == ["report.md", "shards/t-00000.done.json", "shards/t-00000.parquet"]
+    assert loc.list("shards") == ["shards/t-00000.done.json", "shards/t-00000.parquet"]
+    assert loc.completion() is None
+    loc.mark_complete({"job": "test"})
+    assert loc.completion() == {"job": "test"}
+    loc.clear_complete()
+    assert loc.completion() is None and not loc.exists(SUCCESS)
+    loc.delete_tree("shards")
+    assert loc.list() == ["report.md"]
+
+
+def test_requester_pays_is_sent_on_every_s3_call(s3):
+    seen = []
+    loc = Location(f"s3://{BUCKET}/public", requester_pays=True)
+    loc.client.meta.events.register("before-call.s3", lambda params, model, **kw: seen.append(
+        (model.name, params.get("headers", {}).get("x-amz-request-payer"))))
+    loc.write_text("a.txt", "x")
+    loc.read_bytes("a.txt")
+    loc.exists("a.txt")
+    loc.list()
+    assert {name for name, _ in seen} >= {"PutObject", "GetObject", "HeadObject", "ListObjectsV2"}
+    assert all(payer == "requester" for _, payer in seen), seen
+    plain = Location(f"s3://{BUCKET}/public")
+    seen.clear()
+    plain.client.meta.events.register("before-call.s3", lambda params, model, **kw: seen.append(
+        params.get("headers", {}).get("x-amz-request-payer")))
+    plain.read_bytes("a.txt")
+    assert seen == [None]
+
+
+def test_local_copy_of_an_s3_prefix(s3):
+    loc = Location(f"s3://{BUCKET}/rel")
+    loc.write_text("data/a.jsonl", "1\n")
+    loc.write_text("manifest.json", "{}")
+    with local_copy(f"s3://{BUCKET}/rel") as path:
+        assert sorted(os.listdir(path)) == ["data", "manifest.json"]
+        assert open(os.path.join(path, "data", "a.jsonl")).read() == "1\n"
+    assert not os.path.exists(path)
+
+
+def _stage(tmp_path, version: str):
+    stage = tmp_path / f"stage-{version}-{len(list(tmp_path.glob('stage-*')))}"
+    (stage / "data").mkdir(parents=True)
+    (stage / "excluded").mkdir()
+    (stage / "data" / "length32.parquet").write_bytes(f"data {version}".encode())
+    if version == "v1":
+        (stage / "data" / "length64.parquet").write_bytes(b"only in v1")
+    (stage / "excluded" / "excluded.parquet").write_bytes(b"excluded")
+    (stage / "manifest.json").write_text(json.dumps({"version": version}))
+    return stage
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_publish_order_and_a_crash_half_way(where, tmp_path, request, monkeypatch):
+    if where == "s3":
+        request.getfixturevalue("s3")
+        dest = Location(f"s3://{BUCKET}/releases/x")
+    else:
+        dest = Location(tmp_path / "releases" / "x")
+    assert release_io.release_state(dest) == "absent"
+    info = release_io.publish(_stage(tmp_path, "v1"), dest, job="build-benchmark", rows=3)
+    assert release_io.release_state(dest) == "complete"
+    assert dest.completion() == info and dest.read_json("manifest.json") == {"version": "v1"}
+
+    # An overwrite that dies after the data went out: the old markers are gone, nothing looks complete.
+    writes = []
+    real = dest.write_bytes
+
+    def dying_write(rel, data):
+        writes.append(rel)
+        if rel == "manifest.json":
+            raise ConnectionError("node lost")
+        return real(rel, data)
+
+    monkeypatch.setattr(dest, "write_bytes", dying_write)
+    with pytest.raises(ConnectionError):
+        release_io.publish(_stage(tmp_path, "v2"), dest, job="build-benchmark", rows=3)
+    monkeypatch.undo()
+    assert dest.completion() is None and not dest.exists("manifest.json")
+    assert release_io.release_state(dest) == "partial"
+    assert "_SUCCESS" not in writes
+
+    release_io.publish(_stage(tmp_path, "v2"), dest, job="build-benchmark", rows=3)
+    assert release_io.release_state(dest) == "complete"
+    assert dest.read_json("manifest.json") == {"version": "v2"}
+    # v1's extra file is gone: the release is exactly v2's file set
+    assert dest.list("data") == ["data/length32.parquet"]
+    assert dest.read_bytes("data/length32.parquet") == b"data v2"
