@@ -11,6 +11,7 @@ Benchmarks (each writes <out>/<name>.json; all together <out>/summary.md and <ou
   detectors   all seven single-pass detectors vs `loss` alone (target ≤ 1.3×), and vs one forward per metric
   e2e         `tidemark evaluate` end to end (Ray start-up included) vs a bare batch-1 loop (target ≤ 2.5×)
   curation    Stack Exchange posts/s on one core: parse, and parse + row-level filters
+  shift_audit the blind-baseline shift audit of a 10k-row benchmark (target: under a minute on 2 cores)
 The GPU benchmark is `python -m bench.gpu` (no Ray needed); see docs/scaling.md.
 
 Timings on a shared machine are noisy: every result records the load average before and after it ran.
@@ -25,7 +26,7 @@ import time
 import traceback
 from pathlib import Path
 
-BENCHES = ("throughput", "memory", "detectors", "e2e", "curation")
+BENCHES = ("throughput", "memory", "detectors", "e2e", "curation", "shift_audit")
 
 FULL = {
     "throughput": {"models": {"gpt2-tiny": {"tokens": 16384, "repeats": 2}, "gpt2-36m": {"tokens": 4096, "repeats": 1}},
@@ -34,6 +35,7 @@ FULL = {
     "detectors": {"passages": 300},
     "e2e": {"passages": 2000},
     "curation": {"repeats": 3},
+    "shift_audit": {"rows": 10_000},
 }
 QUICK = {
     "throughput": {"models": {"gpt2-tiny": {"tokens": 2048, "repeats": 1}}, "lengths": (32, 128, 512), "batch": 8},
@@ -41,6 +43,7 @@ QUICK = {
     "detectors": {"passages": 30},
     "e2e": {"passages": 100},
     "curation": {"repeats": 1},
+    "shift_audit": {"rows": 1_000},
 }
 PASSAGE_WORDS = 104  # ~170 tokens with the tiny model's 2000-token BPE (the "~170 tokens")
 
@@ -189,8 +192,14 @@ def run_curation(cfg: dict, work: Path, shared: dict) -> dict:
     return {"device": "cpu (1 core)", "synthetic": synthetic, "note": note, "parse": parse, "parse_and_filter": both}
 
 
+def run_shift_audit(cfg: dict, work: Path, shared: dict) -> dict:
+    from bench.shift_audit_bench import bench_shift_audit
+
+    return {"device": "cpu", **bench_shift_audit(cfg["rows"], log=log)}
+
+
 RUNNERS = {"throughput": run_throughput, "memory": run_memory, "detectors": run_detectors, "e2e": run_e2e,
-           "curation": run_curation}
+           "curation": run_curation, "shift_audit": run_shift_audit}
 
 
 # ---- summary ----------------------------------------------------------------------------------------------------
@@ -291,6 +300,13 @@ def render_summary(results: dict, errors: dict, total: float, args) -> str:
             lines.append(f"| {label} | {r['posts']} | {r['seconds']:.3f} | {r['posts_per_s']:,.0f} | "
                          f"{r['questions_per_s']:,.0f} |")
         lines.append("")
+    if "shift_audit" in results:
+        s = results["shift_audit"]
+        lines += ["## Blind-baseline shift audit", "", f"{s['benchmark']}; {s['rows']:,} rows in buckets "
+                  f"{s['buckets']}; classifiers {', '.join(s['classifiers'] or [])}; {s['n_folds']} grouped folds, "
+                  f"{s['n_bootstrap']} bootstrap resamples.", "",
+                  f"Wall time **{s['seconds']:.1f} s** (target < {s['target_seconds']} s), {s['rows_per_s']:,.0f} rows/s; "
+                  f"blind AUC {s['blind_auc_overall']:.3f} overall.", ""]
     return "\n".join(lines) + "\n"
 
 

@@ -95,7 +95,10 @@ def _read_calibration(cfg: AuditConfig, q: list[dict]) -> tuple[list[dict], dict
 
     snippets, n_in = [], 0
     if cfg.calibration:
-        docs, bad = read_documents(cfg.calibration, min_words=cfg.min_words, id_prefix="calib:")
+        # A release directory: its rows are under data/ (excluded/ holds the dropped rows, which have no label).
+        spec = Path(cfg.calibration)
+        spec = spec / "data" if spec.is_dir() and (spec / "data").is_dir() else spec
+        docs, bad = read_documents(str(spec), min_words=cfg.min_words, id_prefix="calib:")
         n_in = len(docs) + len(bad)
         for d in docs:
             try:
@@ -128,6 +131,7 @@ def run_audit(cfg: AuditConfig) -> dict:
 
     from jobs.corpus_io import iter_texts
     from jobs.doc_inputs import ROW_SUFFIXES, read_documents
+    from jobs.shards import open_output, publish
     from scoring.audit import (NgramIndex, calibrate, corpus_summary, document_rates, plan_snippets,
                                plot_rates, plot_scores, report_markdown)
     from scoring.evaluation import compute_scores
@@ -143,8 +147,7 @@ def run_audit(cfg: AuditConfig) -> dict:
     if cfg.snippets < 1 or cfg.snippet_words < 1:
         raise typer.BadParameter("--snippets and --snippet-words must be positive")
     method = resolve_detector(cfg.detector, cfg.ref_model)
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
+    dest, out = open_output(cfg.out)  # a local directory or an s3:// prefix; `_SUCCESS` is written last
 
     quarantine: list[dict] = []
     docs, bad = read_documents(cfg.target, min_words=cfg.min_words)
@@ -293,6 +296,7 @@ def run_audit(cfg: AuditConfig) -> dict:
         [{"doc_id": s["doc_id"], "role": s["role"], "label": s["label"], "index": s["index"],
           "start_word": s["start_word"], "n_words": s["n_words"], "score": s.get("score"),
           "flagged": (s["score"] >= th) if "score" in s else None} for s in all_snips]), out / "snippets.parquet")
+    publish(dest, out, {"job": "audit", "counts": counts})
     return {"report": str(out / "report.md"), "json": str(out / "report.json"), "corpus": corpus,
             "counts": counts, "seconds": report["seconds"]}
 

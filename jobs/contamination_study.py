@@ -57,6 +57,7 @@ def register(app: typer.Typer) -> None:
                                                          "repeats 1,4, lr 1e-3, 60 contaminants, 10 s base, 15k words"),
     ):
         """Controlled contamination: AUC per detector × repeats × learning rate, with a plot. Minutes on a CPU."""
+        from jobs.shards import open_output, publish
         from scoring.contamination_study import QUICK, StudyConfig, run_study
 
         kw = dict(QUICK) if quick else {}
@@ -64,7 +65,8 @@ def register(app: typer.Typer) -> None:
                  "lrs": _floats(lr, "--lr") if lr else None, "n_contaminants": n_contaminants,
                  "base_seconds": base_seconds, "base_steps": base_steps, "corpus_words": corpus_words}
         kw.update({k: v for k, v in given.items() if v is not None})
-        cfg = StudyConfig(out=out, corpus=_texts(corpus, "corpus") if corpus else None,
+        dest, local = open_output(out)  # a local directory or an s3:// prefix; `_SUCCESS` is written last
+        cfg = StudyConfig(out=str(local), corpus=_texts(corpus, "corpus") if corpus else None,
                           pool=_texts(contaminants, "contaminant") if contaminants else None,
                           methods=methods, seed=seed, **kw)
         try:
@@ -72,6 +74,7 @@ def register(app: typer.Typer) -> None:
         except ValueError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
-        typer.echo(Path(out, "report.md").read_text())
-        typer.echo(f"results: {Path(out, 'results.json')}  plot: {Path(out, 'auc_vs_repeats.png')}  "
+        publish(dest, local, {"job": "contamination-study"})
+        typer.echo(Path(local, "report.md").read_text())
+        typer.echo(f"results: {Path(local, 'results.json')}  plot: {Path(local, 'auc_vs_repeats.png')}  "
                    f"({summary['seconds']} s)")

@@ -17,20 +17,33 @@ def register(app: typer.Typer) -> None:
         train_seconds: float = typer.Option(10.0, help="training wall time for the tiny GPT-2"),
         methods: str = typer.Option("all", help="detectors to run"),
         seed: int = typer.Option(0, help="seed for the split, training and detectors"),
+        study: bool = typer.Option(True, help="also run the quick controlled contamination study (~1 min): "
+                                              "Min-K% AUC vs how often a contaminant was seen"),
     ):
-        """Train a tiny GPT-2 on known members (SOTU passages) and evaluate every detector on it with Ray."""
+        """Train a tiny GPT-2 on known members (SOTU passages) and evaluate every detector on it with Ray; then a
+        quick controlled contamination study (`tidemark contamination-study --quick`)."""
         from jobs.evaluate import EvaluateConfig, run_evaluate
         from scoring.known_membership import build_known_membership
 
         out_dir = Path(out)
-        typer.echo(f"[1/2] building a known-membership split and training a tiny GPT-2 ({train_seconds:g} s) ...")
+        steps = 3 if study else 2
+        typer.echo(f"[1/{steps}] building a known-membership split and training a tiny GPT-2 ({train_seconds:g} s) ...")
         study = build_known_membership(out_dir / "study", n_per_label=n_per_label, repeats=repeats,
                                        train_seconds=train_seconds, seed=seed, progress=True)
         typer.echo(f"      model: {study['model']}  ({study['train']['params']:,} params, "
                    f"{study['train']['steps']} steps, loss {study['train']['final_loss']:.2f})")
-        typer.echo("[2/2] tidemark evaluate on local Ray ...")
+        typer.echo(f"[2/{steps}] tidemark evaluate on local Ray ...")
         res = run_evaluate(EvaluateConfig(benchmark=study["benchmark"], model=study["model"],
                                           out=str(out_dir / "evaluate"), methods=methods, seed=seed))
         (out_dir / "study.json").write_text(json.dumps(study, indent=2, default=str))
         typer.echo(Path(res["report"]).read_text())
         typer.echo(f"report: {res['report']}")
+        if study:
+            from scoring.contamination_study import QUICK, StudyConfig, run_study
+
+            typer.echo(f"[3/{steps}] controlled contamination study (quick): contaminants inserted 1× and 4× "
+                       "into a background corpus, continued training, AUC per detector ...")
+            study_dir = out_dir / "contamination_study"
+            run_study(StudyConfig(out=str(study_dir), seed=seed, **QUICK), log=typer.echo)
+            typer.echo((study_dir / "report.md").read_text())
+            typer.echo(f"study report: {study_dir / 'report.md'}  plot: {study_dir / 'auc_vs_repeats.png'}")

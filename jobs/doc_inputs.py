@@ -33,7 +33,7 @@ def row_text(raw: dict) -> str | None:
 
 def _rows_of(path: Path):
     """(id, text or None, raw row, quarantine row or None) per row of a jsonl or Parquet file."""
-    if path.suffix == ".parquet":
+    if path.suffix.lower() == ".parquet":
         import pyarrow.parquet as pq
 
         for n, raw in enumerate(pq.read_table(path).to_pylist(), start=1):
@@ -110,8 +110,8 @@ def read_documents(spec: str, *, min_words: int = 1, id_prefix: str = "") -> tup
                         continue
                     add(rid, f, text, f"no question/answer, text or input field (keys: {sorted(raw)[:8]})",
                         raw.get("label"))
-            except OSError as exc:
-                quarantined.append(_q(id_prefix + rel, "unreadable", exc))
+            except (OSError, ValueError) as exc:  # ValueError: pyarrow's ArrowInvalid for a corrupt Parquet file
+                quarantined.append(_q(id_prefix + rel, "unreadable", f"{type(exc).__name__}: {exc}"))
             continue
         try:
             data = f.read_bytes()

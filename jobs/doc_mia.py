@@ -93,6 +93,7 @@ def run_doc_mia(cfg: DocMiaConfig) -> dict:
     from tqdm import tqdm
 
     from jobs.doc_inputs import read_documents
+    from jobs.shards import open_output, publish
     from scoring.docmia.features import make_extractor
     from scoring.docmia.normalization import parse_normalizations
     from scoring.docmia.protocol import GridConfig, report_table, run_grid
@@ -109,8 +110,7 @@ def run_doc_mia(cfg: DocMiaConfig) -> dict:
     limit = model_max_positions(cfg.model)
     if limit and max(contexts) > limit:
         raise typer.BadParameter(f"C={max(contexts)} exceeds the model's {limit} positions", param_hint="--contexts")
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
+    dest, out = open_output(cfg.out)  # a local directory or an s3:// prefix; `_SUCCESS` is written last
 
     members, q_m = read_documents(cfg.members, min_words=cfg.min_words, id_prefix="member:")
     nonmembers, q_n = read_documents(cfg.nonmembers, min_words=cfg.min_words, id_prefix="nonmember:")
@@ -182,6 +182,7 @@ def run_doc_mia(cfg: DocMiaConfig) -> dict:
     if len(good) < 100:
         md.append(f"Note: {len(good)} documents in all; the paper used 1000 + 1000. Fold-level numbers are coarse.")
     (out / "report.md").write_text("\n".join(md) + "\n")
+    publish(dest, out, {"job": "doc-mia", "counts": counts})
     return {"report": str(out / "report.md"), "metrics": str(out / "metrics.json"), "records": records,
             "counts": counts, "seconds": meta["seconds"]}
 

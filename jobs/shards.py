@@ -491,3 +491,13 @@ def publish(dest: Location, out: Path, info: dict) -> None:
     """Upload the outputs made in `out` (S3) and write `_SUCCESS` last."""
     dest.upload_tree(out, skip=(SHARD_DIR + "/",))
     dest.mark_complete(info)
+
+
+def open_output(uri: str) -> tuple[Location, Path]:
+    """For the jobs that are not sharded (audit, doc-mia, unlearning-audit, contamination-study): remove a stale
+    `_SUCCESS` first, then return the destination (a local directory or an s3:// prefix) and the local directory
+    where the job makes its files. The job calls `publish` when it has finished; a job that raises before that
+    leaves OUT without `_SUCCESS`, so a crash never looks complete."""
+    dest = Location(uri)
+    dest.clear_complete()
+    return dest, local_output_dir(dest)

@@ -52,6 +52,7 @@ def run_unlearning_audit(cfg: UnlearningConfig) -> dict:
 
     from jobs.audit import score_rows_on_pool
     from jobs.doc_inputs import read_documents
+    from jobs.shards import open_output, publish
     from scoring.audit import chunk_document
     from scoring.detectors import parse_method
     from scoring.proportions import binomial_ci
@@ -62,8 +63,7 @@ def run_unlearning_audit(cfg: UnlearningConfig) -> dict:
         raise typer.BadParameter("--tolerance must be > 1")
     if not 0 < cfg.k <= 1:
         raise typer.BadParameter("--k must be in (0, 1]")
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
+    dest, out = open_output(cfg.out)  # a local directory or an s3:// prefix; `_SUCCESS` is written last
     docs, quarantine = read_documents(cfg.corpus)
     for q in quarantine:
         q["unit"] = "document"
@@ -141,6 +141,7 @@ def run_unlearning_audit(cfg: UnlearningConfig) -> dict:
     if scored:
         _plot_ratios(ratios, cfg.tolerance, out / "ratios_hist.png")
     (out / "report.md").write_text(_markdown(report, cfg))
+    publish(dest, out, {"job": "unlearning-audit", "counts": counts})
     return {"report": str(out / "report.md"), "flagged_share": report["flagged_share"], "counts": counts,
             "seconds": report["seconds"]}
 

@@ -38,19 +38,42 @@ def tpr_at_fpr(labels, scores, fpr: float) -> float:
 
 
 def bootstrap_auc_ci(labels, scores, n: int = 1000, seed: int = 0, alpha: float = 0.05) -> tuple[float, float]:
-    """Percentile bootstrap CI of the AUC, resampling examples with replacement (seeded, so reports reproduce)."""
+    """Percentile bootstrap CI of the AUC, resampling examples with replacement (seeded, so reports reproduce).
+    Resamples with a single class are skipped."""
     y, s = _clean(labels, scores)
     if not _both_classes(y):
         return (float("nan"), float("nan"))
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, y.size, size=(n, y.size))
-    aucs = []
-    for row in idx:
-        yb = y[row]
-        if _both_classes(yb):
-            aucs.append(roc_auc_score(yb, s[row]))
+    aucs = resampled_aucs(y, s, idx)
     lo, hi = np.quantile(aucs, [alpha / 2, 1 - alpha / 2])
     return (float(lo), float(hi))
+
+
+def resampled_aucs(y: np.ndarray, s: np.ndarray, idx: np.ndarray, block: int = 64) -> np.ndarray:
+    """The AUC of every resample `s[idx[b]]`, vectorised: one sort of the scores, then each resample is a vector
+    of counts per example, and its AUC is the Mann–Whitney statistic of those weights (ties count one half, as in
+    `roc_auc_score`, which it equals to float rounding). A per-resample `roc_auc_score` loop spends ~5 ms a call
+    in input validation alone, which dominated the shift audit's run time."""
+    n = y.size
+    order = np.argsort(s, kind="mergesort")
+    s_sorted, pos = s[order], y[order].astype(np.float64)
+    starts = np.flatnonzero(np.r_[True, s_sorted[1:] != s_sorted[:-1]])  # first index of each distinct score
+    rank_of = np.empty(n, dtype=np.int64)
+    rank_of[order] = np.arange(n)
+    out = []
+    for b in range(0, idx.shape[0], block):
+        part = idx[b:b + block]
+        offsets = np.arange(part.shape[0])[:, None] * n
+        counts = np.bincount((rank_of[part] + offsets).ravel(), minlength=part.shape[0] * n)
+        counts = counts.reshape(part.shape[0], n).astype(np.float64)  # counts[r, i]: copies of sorted example i
+        w1 = np.add.reduceat(counts * pos, starts, axis=1)  # member weight per distinct score
+        w0 = np.add.reduceat(counts * (1.0 - pos), starts, axis=1)
+        below = np.cumsum(w0, axis=1) - w0  # non-member weight strictly below each distinct score
+        n1, n0 = w1.sum(1), w0.sum(1)
+        ok = (n1 > 0) & (n0 > 0)
+        out.append(((w1 * (below + 0.5 * w0)).sum(1)[ok]) / (n1 * n0)[ok])
+    return np.concatenate(out)
 
 
 def summarize(labels, scores, *, n_bootstrap: int = 1000, seed: int = 0) -> dict:

@@ -46,3 +46,16 @@ def test_gsm8k_style_jsonl_rows(tmp_path):
 def test_row_text_prefers_question_answer():
     assert row_text({"question": "Q?", "answer": "A", "text": "t"}) == "Q?\nA"
     assert row_text({"input": "i"}) == "i" and row_text({"n": 1}) is None
+
+
+def test_corrupt_and_upper_case_parquet_files(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"id": ["r1"], "text": ["a row from a Parquet file named in capitals"]}),
+                   tmp_path / "GOOD.PARQUET")
+    (tmp_path / "corrupt.parquet").write_bytes(b"PAR1 this is not a parquet footer")
+    docs, bad = read_documents(str(tmp_path))
+    assert [d["id"] for d in docs] == ["r1"]
+    assert [(b["id"], b["reason"]) for b in bad] == [("corrupt.parquet", "unreadable")]
+    assert "ArrowInvalid" in bad[0]["detail"]

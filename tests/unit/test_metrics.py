@@ -64,3 +64,19 @@ def test_f1_and_fpr_objectives():
     assert strict.calib_fpr == 0.0 and strict.value == pytest.approx(0.5)
     with pytest.raises(ValueError):
         calibrate_threshold(labels, scores, "auc")
+
+
+def test_vectorised_bootstrap_equals_a_roc_auc_score_loop_with_ties():
+    from sklearn.metrics import roc_auc_score
+
+    from scoring.metrics import resampled_aucs
+
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 2, 40)
+    s = np.round(rng.normal(size=40) + 0.7 * y, 1)  # rounded: many tied scores
+    idx = rng.integers(0, 40, size=(150, 40))
+    idx[0] = np.flatnonzero(y == 1)[0]  # a one-class resample is skipped, as the loop skips it
+    loop = [roc_auc_score(y[r], s[r]) for r in idx if 0 < y[r].sum() < 40]
+    got = resampled_aucs(y, s, idx, block=16)
+    assert len(got) == len(loop) == 149
+    np.testing.assert_allclose(got, loop, atol=1e-12)
