@@ -20,6 +20,7 @@ Pure CPU + sklearn; no Ray, no LM.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -30,6 +31,8 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
+
+from curation.bow import FoldTfidf, ngram_counts
 
 CLASSIFIERS = ("bow", "dates", "format")
 FLAG_AUC = 0.60  # same default as the debias target: above it, a blind classifier finds a usable shift
@@ -73,27 +76,30 @@ def date_feature_dicts(texts: Iterable[str], cutoff_year: int | None = None) -> 
 
     Year one-hots let the model learn *which* years are member-like; max/min year and "any year >= cutoff" carry
     the rule Das et al. used (a non-member mentions a date after the cutoff) without fixing a threshold."""
-    out = []
-    for text in texts:
-        ys = years_in(text)
-        d: dict[str, float] = {
-            "n_years": float(len(ys)),
-            "has_year": float(bool(ys)),
-            "n_full_dates": float(len(FULL_DATE_RE.findall(text))),
-            "n_month_names": float(len(MONTH_RE.findall(text))),
-        }
-        for y in set(ys):
-            d[f"year={y}"] = 1.0
-            d[f"decade={y // 10 * 10}s"] = 1.0
-        if ys:
-            d["max_year"] = (max(ys) - 1900) / 100.0
-            d["min_year"] = (min(ys) - 1900) / 100.0
-        if cutoff_year is not None:
-            n_after = sum(y >= cutoff_year for y in ys)
-            d["n_years_ge_cutoff"] = float(n_after)
-            d["any_year_ge_cutoff"] = float(n_after > 0)
-        out.append(d)
-    return out
+    return [dict(_date_features(text, cutoff_year)) for text in texts]
+
+
+@functools.lru_cache(maxsize=1 << 17)
+def _date_features(text: str, cutoff_year: int | None) -> dict[str, float]:
+    # Cached: features are per text, and cross-validation transforms every text once per fold and classifier.
+    ys = years_in(text)
+    d: dict[str, float] = {
+        "n_years": float(len(ys)),
+        "has_year": float(bool(ys)),
+        "n_full_dates": float(len(FULL_DATE_RE.findall(text))),
+        "n_month_names": float(len(MONTH_RE.findall(text))),
+    }
+    for y in set(ys):
+        d[f"year={y}"] = 1.0
+        d[f"decade={y // 10 * 10}s"] = 1.0
+    if ys:
+        d["max_year"] = (max(ys) - 1900) / 100.0
+        d["min_year"] = (min(ys) - 1900) / 100.0
+    if cutoff_year is not None:
+        n_after = sum(y >= cutoff_year for y in ys)
+        d["n_years_ge_cutoff"] = float(n_after)
+        d["any_year_ge_cutoff"] = float(n_after > 0)
+    return d
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -111,24 +117,28 @@ _SENT_END_RE = re.compile(r"[.!?]+(?:\s|$)")
 
 def format_features(texts: Iterable[str]) -> np.ndarray:
     """Length and formatting statistics, one row per text (columns: FORMAT_FEATURES)."""
-    rows = []
-    for t in texts:
-        n = max(len(t), 1)
-        words = t.split()
-        nw = max(len(words), 1)
-        wl = np.array([len(w) for w in words], dtype=np.float64) if words else np.zeros(1)
-        n_sent = max(len(_SENT_END_RE.findall(t)), 1)
-        rows.append([
-            len(t), len(words), wl.mean(), wl.std(),
-            sum(c.isupper() for c in t) / n, sum(c.isdigit() for c in t) / n, sum(c in _PUNCT for c in t) / n,
-            sum(c.isspace() for c in t) / n, sum(ord(c) > 127 for c in t) / n,
-            n_sent, len(words) / n_sent, t.count("\n"),
-            sum(w[:1].isupper() for w in words) / nw, sum(any(c.isdigit() for c in w) for w in words) / nw,
-            t.count(",") / nw, t.count("("), t.count('"') + t.count("“") + t.count("”"),
-            float(t.rstrip()[-1:] in ".!?\"'”)") if t.strip() else 0.0, float(t.lstrip()[:1].isupper()),
-            t.count("  "), float(t != t.strip()),
-        ])
+    rows = [_format_row(t) for t in texts]
     return np.asarray(rows, dtype=np.float64).reshape(-1, len(FORMAT_FEATURES))
+
+
+@functools.lru_cache(maxsize=1 << 17)
+def _format_row(t: str) -> tuple[float, ...]:
+    # Cached for the same reason as _date_features; map() over str methods is ~3x a generator per character.
+    n = max(len(t), 1)
+    words = t.split()
+    nw = max(len(words), 1)
+    wl = np.array([len(w) for w in words], dtype=np.float64) if words else np.zeros(1)
+    n_sent = max(len(_SENT_END_RE.findall(t)), 1)
+    return (
+        len(t), len(words), wl.mean(), wl.std(),
+        sum(map(str.isupper, t)) / n, sum(map(str.isdigit, t)) / n, sum(map(_PUNCT.__contains__, t)) / n,
+        sum(map(str.isspace, t)) / n, sum(c > "\x7f" for c in t) / n,
+        n_sent, len(words) / n_sent, t.count("\n"),
+        sum(w[:1].isupper() for w in words) / nw, sum(not w.isalpha() and any(map(str.isdigit, w)) for w in words) / nw,
+        t.count(",") / nw, t.count("("), t.count('"') + t.count("“") + t.count("”"),
+        float(t.rstrip()[-1:] in ".!?\"'”)") if t.strip() else 0.0, float(t.lstrip()[:1].isupper()),
+        t.count("  "), float(t != t.strip()),
+    )
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -138,23 +148,19 @@ def _as_list(x) -> list[str]:
     return [str(t) for t in x]
 
 
-def make_pipeline(name: str, *, cutoff_year: int | None = None, seed: int = 0):
-    """A fresh, unfitted sklearn Pipeline for one blind classifier. Everything data-dependent sits inside it."""
+def make_pipeline(name: str, *, cutoff_year: int | None = None, seed: int = 0, bow_blocks: Sequence = ()):
+    """A fresh, unfitted sklearn Pipeline for one blind classifier. Everything data-dependent sits inside it.
+    `bow` takes the n-gram count rows of `curation.bow.ngram_counts` (its column `bow_blocks`); the others, texts."""
     from sklearn.ensemble import HistGradientBoostingClassifier
     from sklearn.feature_extraction import DictVectorizer
-    from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import FeatureUnion, Pipeline
+    from sklearn.pipeline import Pipeline
     from sklearn.preprocessing import FunctionTransformer, MaxAbsScaler
 
     if name == "bow":
         return Pipeline([
-            ("tfidf", FeatureUnion([
-                ("word", TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True,
-                                         token_pattern=r"(?u)\b\w+\b", max_features=200_000)),
-                ("char", TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), min_df=2, sublinear_tf=True,
-                                         max_features=300_000)),
-            ])),
+            # TF-IDF of word 1–2-grams and char_wb 3–5-grams (curation/bow.py VECTORISERS), fitted per fold.
+            ("tfidf", FoldTfidf(bow_blocks)),
             # C=10: TF-IDF rows are unit-norm, so the default C=1 underfits small benchmarks badly.
             ("lr", LogisticRegression(C=10.0, max_iter=2000, solver="liblinear")),
         ])
@@ -211,6 +217,9 @@ def cross_val_scores(texts: Sequence[str], labels, groups=None, *, classifiers: 
     from tqdm.auto import tqdm
 
     texts = np.asarray(_as_list(texts), dtype=object)
+    inputs, blocks = {}, ()
+    if "bow" in classifiers:
+        inputs["bow"], blocks = ngram_counts(list(texts))  # per-text counts, once for every fold (curation/bow.py)
     y = np.asarray(labels, dtype=np.int64)
     g = None if groups is None else np.asarray(groups)
     folds = _folds(y, g, n_folds, seed)
@@ -222,9 +231,10 @@ def cross_val_scores(texts: Sequence[str], labels, groups=None, *, classifiers: 
     with threadpool_limits(limits=1):
         for name in classifiers:
             for tr, te in folds:
-                model = make_pipeline(name, cutoff_year=cutoff_year, seed=seed)
-                model.fit(list(texts[tr]), y[tr])
-                oof[name][te] = model.predict_proba(list(texts[te]))[:, 1]
+                model = make_pipeline(name, cutoff_year=cutoff_year, seed=seed, bow_blocks=blocks)
+                X = inputs.get(name)
+                model.fit(list(texts[tr]) if X is None else X[tr], y[tr])
+                oof[name][te] = model.predict_proba(list(texts[te]) if X is None else X[te])[:, 1]
                 bar.update(1)
     bar.close()
     return oof, len(folds)

@@ -307,3 +307,27 @@ def test_release_helpers_read_the_build_config(dated):
                                                                      "max_drop_frac": 0.2}})
     assert len(kept) + len(dropped) == 160 and rep["target_auc"] == 0.60
     json.dumps(rep, allow_nan=False)
+
+
+def test_fold_tfidf_on_shared_counts_equals_a_vectoriser_fitted_on_the_training_fold():
+    """Counting n-grams once for all folds must change nothing: per fold, FoldTfidf over the shared counts gives
+    the same matrix as TfidfVectorizers fitted on the training rows alone (test-fold n-grams carry no weight),
+    max_features included."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.pipeline import FeatureUnion
+
+    from curation.bow import VECTORISERS, Block, FoldTfidf, ngram_counts
+
+    texts = sotu_pool(120, seed=5, words=40)
+    counts, blocks = ngram_counts(texts)
+    tr, te = np.arange(0, 90), np.arange(90, 120)
+    for cap in (None, 500):  # 500: the max_features cut is exercised on both blocks
+        blks = [Block(b.start, b.stop, b.min_df, cap) for b in blocks]
+        ours = FoldTfidf(blks).fit(counts[tr])
+        ref = FeatureUnion([(name, TfidfVectorizer(sublinear_tf=True, min_df=min_df, max_features=cap, **opts))
+                            for name, opts, min_df, _ in VECTORISERS]).fit([texts[i] for i in tr])
+        for rows in (tr, te):
+            got = ours.transform(counts[rows]).toarray()
+            want = ref.transform([texts[i] for i in rows]).toarray()
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got, want, atol=1e-12)
