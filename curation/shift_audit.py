@@ -526,22 +526,21 @@ def audit_for_release(rows: Sequence[dict], cfg: dict[str, Any]) -> dict | None:
     return _jsonable(result)
 
 
-def load_or_audit(path: str | Path, **kw) -> dict:
-    """The blind audit for a benchmark: the release manifest's `shift_audit` if it has one, else computed now.
-    For `evaluate`, which shows each detector's AUC next to `blind_aucs(result)`."""
-    rows, manifest = load_benchmark(path)
-    if isinstance(manifest.get("shift_audit"), dict) and "overall" in manifest["shift_audit"]:
-        return manifest["shift_audit"]
-    kw.setdefault("cutoff_year", cutoff_year_from_manifest(manifest))
-    return audit_rows([r["input"] for r in rows], [int(r["label"]) for r in rows],
-                      [r.get("bucket") for r in rows], **kw)
+def stored_audit(path: str | Path) -> dict | None:
+    """The `shift_audit` that build-benchmark stored in a local release's manifest.json, if there is one. For
+    `evaluate`, which shows each detector's AUC next to `blind_aucs(result)` without auditing the release again."""
+    manifest = Path(path) / "manifest.json"
+    if not manifest.is_file():
+        return None
+    audit = json.loads(manifest.read_text()).get("shift_audit")
+    return audit if isinstance(audit, dict) and "overall" in audit else None
 
 
 def blind_aucs(result: dict) -> dict[str, float]:
     """{"all": overall blind AUC, "<bucket>": bucket blind AUC}: the column `evaluate` puts next to detectors."""
     out = {OVERALL: result["overall"]["auc"]}
-    out.update({k: v["auc"] for k, v in result.get("buckets", {}).items()})
-    return out
+    out.update({str(k): v["auc"] for k, v in result.get("buckets", {}).items()})
+    return {k: float("nan") if v is None else float(v) for k, v in out.items()}  # a stored audit has null for NaN
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -652,7 +651,7 @@ def write_report(result: dict, out_dir: str | Path) -> None:
 
 __all__ = [
     "CLASSIFIERS", "audit_rows", "audit_documents", "run_audit", "cross_val_scores", "summarise_scores",
-    "top_features", "make_windows", "prefix_groups", "load_benchmark", "load_or_audit", "blind_aucs",
+    "top_features", "make_windows", "prefix_groups", "load_benchmark", "stored_audit", "blind_aucs",
     "write_report", "render_markdown", "markdown_table", "years_in", "date_feature_dicts", "format_features",
     "DATE_EXPR_RE", "cutoff_year_from_manifest", "audit_for_release", "AUDIT_DEFAULTS",
 ]

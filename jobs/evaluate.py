@@ -213,13 +213,14 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     scores = compute_scores(token_stats, good, methods, resources)
     metrics = compute_metrics(scores, methods, seed=cfg.seed, n_bootstrap=cfg.n_bootstrap, calibrate=cfg.calibrate,
                               counts=counts)
-    blind = blind_baseline(good, cfg.seed)
+    blind = blind_baseline(good, cfg.seed, cfg.benchmark)
     if blind:
         (out / "blind_baseline.json").write_text(json.dumps(blind["result"], indent=2, default=float))
     run_info = redact({"benchmark": str(cfg.benchmark), "model": cfg.model, "ref_model": cfg.ref_model,
                        "config": asdict(cfg), "counts": counts, "views": list(views),
                        "recall_prefix_ids": sorted(prefix_ids), "seconds": round(time.perf_counter() - t0, 2),
-                       "shards": sharder.stats if rows else {}, "fingerprint": job_fp})
+                       "shards": sharder.stats if rows else {}, "fingerprint": job_fp,
+                       "blind_baseline": blind["source"] if blind else None})
     report = write_outputs(out, scores, metrics, methods, run_info, blind["auc"] if blind else None)
     sharding.publish(dest, out, {"job": "evaluate", "fingerprint": job_fp, "counts": counts,
                                  "run_id": sharder.run_id if rows else None})
@@ -227,12 +228,17 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
             "blind": blind["auc"] if blind else None}
 
 
-def blind_baseline(rows: list[dict], seed: int) -> dict | None:
-    """The model-free classifier's AUC on the same rows (issue: shift audit), so users see what membership adds."""
+def blind_baseline(rows: list[dict], seed: int, benchmark: str | None = None) -> dict | None:
+    """The model-free classifier's AUC (issue: shift audit), so users see what membership adds: the audit stored
+    in a release's manifest when there is one (build-benchmark ran it on the same rows, with the release's cutoff
+    year), else computed now on the evaluated rows."""
     try:
-        from curation.shift_audit import audit_rows
+        from curation.shift_audit import audit_rows, blind_aucs, stored_audit
     except ImportError:
         return None
+    stored = stored_audit(benchmark) if benchmark and not str(benchmark).startswith("s3://") else None
+    if stored is not None:
+        return {"result": stored, "auc": blind_aucs(stored), "source": "manifest.json"}
     ev = [r for r in rows if r.get("in_eval", True)]
     labels = [r["label"] for r in ev]
     if len(set(labels)) < 2 or min(labels.count(0), labels.count(1)) < 5:
@@ -240,8 +246,7 @@ def blind_baseline(rows: list[dict], seed: int) -> dict | None:
     buckets = [r.get("bucket") for r in ev]
     res = audit_rows([r["input"] for r in ev], labels, buckets if any(b is not None for b in buckets) else None,
                      seed=seed, n_bootstrap=200)
-    auc = {"all": res["overall"]["auc"], **{str(b): v["auc"] for b, v in res.get("buckets", {}).items()}}
-    return {"result": res, "auc": auc}
+    return {"result": res, "auc": blind_aucs(res), "source": "computed on the evaluated rows"}
 
 
 def register(app: typer.Typer) -> None:

@@ -331,3 +331,19 @@ def test_fold_tfidf_on_shared_counts_equals_a_vectoriser_fitted_on_the_training_
             want = ref.transform([texts[i] for i in rows]).toarray()
             assert got.shape == want.shape
             np.testing.assert_allclose(got, want, atol=1e-12)
+
+
+def test_evaluate_reads_the_blind_baseline_stored_in_a_release_manifest(tmp_path):
+    """A release already carries its audit (with the release's cutoff year): evaluate shows it rather than
+    auditing again; a plain file is audited on the evaluated rows."""
+    from jobs.evaluate import blind_baseline
+
+    stored = {"overall": {"auc": 0.93, "n": 40}, "buckets": {"32": {"auc": 0.91}, "64": {"auc": None}}}
+    (tmp_path / "manifest.json").write_text(json.dumps({"shift_audit": stored}))
+    texts = sotu_pool(40, seed=7, words=30)
+    rows = [{"id": str(i), "input": t, "label": i % 2, "bucket": "32"} for i, t in enumerate(texts)]
+    got = blind_baseline(rows, 0, str(tmp_path))
+    assert got["source"] == "manifest.json" and got["result"] is not None
+    assert got["auc"]["all"] == 0.93 and got["auc"]["32"] == 0.91 and math.isnan(got["auc"]["64"])
+    fresh = blind_baseline(rows, 0, str(tmp_path / "benchmark.jsonl"))
+    assert fresh["source"].startswith("computed") and 0.0 <= fresh["auc"]["all"] <= 1.0
