@@ -28,14 +28,14 @@ def register(app: typer.Typer) -> None:
         out_dir = Path(out)
         steps = 3 if study else 2
         typer.echo(f"[1/{steps}] building a known-membership split and training a tiny GPT-2 ({train_seconds:g} s) ...")
-        study = build_known_membership(out_dir / "study", n_per_label=n_per_label, repeats=repeats,
+        known = build_known_membership(out_dir / "study", n_per_label=n_per_label, repeats=repeats,
                                        train_seconds=train_seconds, seed=seed, progress=True)
-        typer.echo(f"      model: {study['model']}  ({study['train']['params']:,} params, "
-                   f"{study['train']['steps']} steps, loss {study['train']['final_loss']:.2f})")
+        typer.echo(f"      model: {known['model']}  ({known['train']['params']:,} params, "
+                   f"{known['train']['steps']} steps, loss {known['train']['final_loss']:.2f})")
         typer.echo(f"[2/{steps}] tidemark evaluate on local Ray ...")
-        res = run_evaluate(EvaluateConfig(benchmark=study["benchmark"], model=study["model"],
+        res = run_evaluate(EvaluateConfig(benchmark=known["benchmark"], model=known["model"],
                                           out=str(out_dir / "evaluate"), methods=methods, seed=seed))
-        (out_dir / "study.json").write_text(json.dumps(study, indent=2, default=str))
+        (out_dir / "study.json").write_text(json.dumps(known, indent=2, default=str))
         typer.echo(Path(res["report"]).read_text())
         typer.echo(f"report: {res['report']}")
         if study:
