@@ -134,7 +134,7 @@ def bench_e2e(model_dir: str, benchmark: Path, texts: Sequence[str], work: Path,
         "methods": list(SINGLE_PASS), "evaluate": {
             "seconds": round(t_eval, 3), "ray_shutdown_s": round(t_shutdown, 3), "rows_scored": rows,
             "rows_per_s": round(rows / t_eval, 2), "counts": result["counts"],
-            "internal_seconds": result["seconds"],
+            "internal_seconds": result["seconds"], "phases_s": result.get("phases_s"),
             "config": {"actors": cfg.actors, "batch_size": cfg.batch_size, "n_bootstrap": cfg.n_bootstrap}},
         "bare_loop_b1": loop, "bare_scorer": scorer, "host_side": host,
         "ratio_evaluate_vs_bare_loop": round(t_eval / loop["total_s"], 3),

@@ -138,13 +138,13 @@ def scoring_dataset(rows: list[dict], cfg: EvaluateConfig, views: tuple[str, ...
     return out
 
 
-def token_freq_resource(token_stats, cfg: EvaluateConfig) -> np.ndarray:
+def token_freq_resource(token_stats, cfg: EvaluateConfig, tok=None) -> np.ndarray:
     """DC-PDD's reference frequencies: from --ref-corpus when given, else from the benchmark's own token ids
     (label-free, so it leaks no membership; a large general corpus is better and is what the paper used)."""
     from scoring.detectors.dc_pdd import count_tokens
     from scoring.model import load_tokenizer
 
-    tok = load_tokenizer(cfg.model)
+    tok = tok if tok is not None else load_tokenizer(cfg.model)
     vocab = len(tok)
     if cfg.ref_corpus:
         from jobs.corpus_io import iter_texts
@@ -159,18 +159,25 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     import pyarrow.parquet as pq
 
     from jobs import shards as sharding
+    from jobs.blind_baseline import BlindBaselineJob
     from jobs.redact import redact
     from scoring.evaluation import compute_metrics, compute_scores, save_token_freq, write_outputs
+    from scoring.model import load_tokenizer
     from scoring.tokenstats import TOKEN_STATS_SCHEMA
-    from scoring.views import ORIGINAL, PREFIXED, strip_prefix
+    from scoring.views import ORIGINAL, PREFIXED, strip_prefixes
 
     t0 = time.perf_counter()
     dest = sharding.output_location(cfg)  # a local directory or an s3:// prefix
     out = sharding.local_output_dir(dest)  # where the files are made: OUT itself, or a staging dir for S3
-    rows, quarantined = sharding.read_benchmark_any(cfg)
-    n_in = len(rows) + len(quarantined)
+    phases = PhaseClock()  # wall time per stage, in run.json: where a slow job spends its time
     methods = resolve_methods(cfg)
     needs = sorted({v for m in methods for v in m.needs})
+    # DC-PDD needs the vocabulary size after scoring; importing transformers for it costs seconds, so it loads
+    # now, in a thread, while Ray starts and leaves the CPU half idle.
+    tokenizer = _background(load_tokenizer, cfg.model) if "token_freq" in needs else None
+    rows, quarantined = sharding.read_benchmark_any(cfg)
+    phases.lap("read")
+    n_in = len(rows) + len(quarantined)
     views = (ORIGINAL, *[v for v in needs if v not in ("ref", "token_freq")])
     prefix_text, prefix_ids = (None, set())
     if PREFIXED in views:
@@ -185,14 +192,19 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     dest.clear_complete()  # from here on, this location is not complete until the new marker is written
     sharder = sharding.ShardedScorer(rows, cfg, views, prefix_text, dest, dataset_fn=scoring_dataset,
                                      specs_fn=scoring_specs, fingerprint=scoring_fp, resume=cfg.resume)
-    scored = sharder.run() if rows else TOKEN_STATS_SCHEMA.empty_table()
-    records = [strip_prefix(r) for r in scored.to_pylist()]
-    for r in records:
-        r.pop("prefix_len", None)
-    token_stats = pa.Table.from_pylist(records, schema=TOKEN_STATS_SCHEMA)
+    # The blind baseline needs no model: it runs in a low-priority process while the model scores.
+    blind_job = BlindBaselineJob(rows, prefix_ids, cfg.seed, cfg.benchmark)
+    try:
+        scored = sharder.run() if rows else TOKEN_STATS_SCHEMA.empty_table()
+    except BaseException:
+        blind_job.close()  # stop the helper now rather than wait for it at exit
+        raise
+    phases.lap("score (Ray start-up included)")
+    token_stats = strip_prefixes(scored, TOKEN_STATS_SCHEMA)
 
     # A row leaves as scored only if its original view was scored; otherwise it is quarantined with the error.
-    failed = {r["id"]: r["error"] for r in records if r["view"] == ORIGINAL and r["error"]}
+    errs = token_stats.select(["id", "view", "error"]).to_pydict()
+    failed = {i: e for i, v, e in zip(errs["id"], errs["view"], errs["error"]) if v == ORIGINAL and e}
     quarantined += [{"id": i, "stage": "score", "reason": e.split(":")[0], "detail": e} for i, e in failed.items()]
     good = [dict(r, in_eval=r["id"] not in prefix_ids) for r in rows if r["id"] not in failed]
     counts = {"in": n_in, "scored": len(good), "quarantined": len(quarantined),
@@ -202,7 +214,7 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
 
     resources = {}
     if "token_freq" in needs:
-        resources["token_freq"] = token_freq_resource(token_stats, cfg)
+        resources["token_freq"] = token_freq_resource(token_stats, cfg, tokenizer.result())
         save_token_freq(resources["token_freq"], out / "token_freq.parquet")
     pq.write_table(token_stats, out / "token_stats.parquet")
     pq.write_table(pa.Table.from_pylist(quarantined, schema=pa.schema(
@@ -210,43 +222,50 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
         out / "quarantine.parquet")
     if not good:
         raise RuntimeError(f"no row could be scored; see {out / 'quarantine.parquet'}")
+    phases.lap("token stats written")
     scores = compute_scores(token_stats, good, methods, resources)
+    phases.lap("detectors")
     metrics = compute_metrics(scores, methods, seed=cfg.seed, n_bootstrap=cfg.n_bootstrap, calibrate=cfg.calibrate,
                               counts=counts)
-    blind = blind_baseline(good, cfg.seed, cfg.benchmark)
+    phases.lap("metrics")
+    blind = blind_job.result(good)
+    phases.lap("blind baseline (waiting for it)")
     if blind:
         (out / "blind_baseline.json").write_text(json.dumps(blind["result"], indent=2, default=float))
     run_info = redact({"benchmark": str(cfg.benchmark), "model": cfg.model, "ref_model": cfg.ref_model,
                        "config": asdict(cfg), "counts": counts, "views": list(views),
                        "recall_prefix_ids": sorted(prefix_ids), "seconds": round(time.perf_counter() - t0, 2),
                        "shards": sharder.stats if rows else {}, "fingerprint": job_fp,
-                       "blind_baseline": blind["source"] if blind else None})
+                       "blind_baseline": blind["source"] if blind else None, "phases_s": phases.laps})
     report = write_outputs(out, scores, metrics, methods, run_info, blind["auc"] if blind else None)
+    phases.lap("report and plots")
     sharding.publish(dest, out, {"job": "evaluate", "fingerprint": job_fp, "counts": counts,
                                  "run_id": sharder.run_id if rows else None})
     return {"report": str(report), "metrics": metrics, "counts": counts, "seconds": run_info["seconds"],
-            "blind": blind["auc"] if blind else None}
+            "blind": blind["auc"] if blind else None, "phases_s": phases.laps}
 
 
-def blind_baseline(rows: list[dict], seed: int, benchmark: str | None = None) -> dict | None:
-    """The model-free classifier's AUC (issue: shift audit), so users see what membership adds: the audit stored
-    in a release's manifest when there is one (build-benchmark ran it on the same rows, with the release's cutoff
-    year), else computed now on the evaluated rows."""
-    try:
-        from curation.shift_audit import audit_rows, blind_aucs, stored_audit
-    except ImportError:
-        return None
-    stored = stored_audit(benchmark) if benchmark and not str(benchmark).startswith("s3://") else None
-    if stored is not None:
-        return {"result": stored, "auc": blind_aucs(stored), "source": "manifest.json"}
-    ev = [r for r in rows if r.get("in_eval", True)]
-    labels = [r["label"] for r in ev]
-    if len(set(labels)) < 2 or min(labels.count(0), labels.count(1)) < 5:
-        return None
-    buckets = [r.get("bucket") for r in ev]
-    res = audit_rows([r["input"] for r in ev], labels, buckets if any(b is not None for b in buckets) else None,
-                     seed=seed, n_bootstrap=200)
-    return {"result": res, "auc": blind_aucs(res), "source": "computed on the evaluated rows"}
+def _background(fn, *args):
+    """Run `fn(*args)` in a daemon thread; `.result()` waits for it and re-raises its exception."""
+    import concurrent.futures as cf
+
+    pool = cf.ThreadPoolExecutor(1, thread_name_prefix="tidemark-prefetch")
+    future = pool.submit(fn, *args)
+    pool.shutdown(wait=False)
+    return future
+
+
+class PhaseClock:
+    """Seconds spent between successive `lap(name)` calls."""
+
+    def __init__(self):
+        self.laps: dict[str, float] = {}
+        self._t = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = round(now - self._t, 3)
+        self._t = now
 
 
 def register(app: typer.Typer) -> None:

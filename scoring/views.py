@@ -118,6 +118,25 @@ def to_columns(rows: Iterable[dict], columns: Sequence[str] = TOKEN_COLUMNS) -> 
     return {c: [r.get(c) for r in rows] for c in columns}
 
 
+def strip_prefixes(scored, schema):
+    """`strip_prefix` over a scored Arrow table, returned as `schema` (which has no `prefix_len`), rows in order.
+    Only prefixed rows go through Python: converting every row's per-token lists would cost seconds per
+    thousand texts, for the handful of ReCaLL rows that need it."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    mask = pc.and_(pc.equal(scored.column("view"), PREFIXED),
+                   pc.greater(pc.fill_null(scored.column("prefix_len"), 0), 0))
+    mask = np.asarray(pc.fill_null(mask, False).to_numpy(zero_copy_only=False), dtype=bool)
+    if not mask.any():
+        return scored.select(schema.names).cast(schema)
+    picked, kept = np.flatnonzero(mask), np.flatnonzero(~mask)
+    stripped = pa.Table.from_pylist([strip_prefix(r) for r in scored.take(picked).to_pylist()], schema=schema)
+    joined = pa.concat_tables([scored.take(kept).select(schema.names).cast(schema), stripped])
+    return joined.take(np.argsort(np.concatenate([kept, picked]), kind="stable"))
+
+
 def strip_prefix(record: dict) -> dict:
     """After scoring a prefixed row, keep only the text's tokens so stats align with `token_ids[0:]`."""
     n = record.get("prefix_len") or 0

@@ -336,7 +336,7 @@ def test_fold_tfidf_on_shared_counts_equals_a_vectoriser_fitted_on_the_training_
 def test_evaluate_reads_the_blind_baseline_stored_in_a_release_manifest(tmp_path):
     """A release already carries its audit (with the release's cutoff year): evaluate shows it rather than
     auditing again; a plain file is audited on the evaluated rows."""
-    from jobs.evaluate import blind_baseline
+    from jobs.blind_baseline import blind_baseline
 
     stored = {"overall": {"auc": 0.93, "n": 40}, "buckets": {"32": {"auc": 0.91}, "64": {"auc": None}}}
     (tmp_path / "manifest.json").write_text(json.dumps({"shift_audit": stored}))
@@ -347,3 +347,34 @@ def test_evaluate_reads_the_blind_baseline_stored_in_a_release_manifest(tmp_path
     assert got["auc"]["all"] == 0.93 and got["auc"]["32"] == 0.91 and math.isnan(got["auc"]["64"])
     fresh = blind_baseline(rows, 0, str(tmp_path / "benchmark.jsonl"))
     assert fresh["source"].startswith("computed") and 0.0 <= fresh["auc"]["all"] <= 1.0
+
+
+def test_background_blind_baseline_equals_the_inline_one_and_recomputes_when_rows_drop(tmp_path, monkeypatch):
+    """evaluate computes the blind baseline in a helper process while the model scores: it must give exactly
+    what computing it inline gives, describe only the rows finally scored, and survive a helper that dies."""
+    from jobs.blind_baseline import BlindBaselineJob, blind_baseline
+
+    texts = sotu_pool(40, seed=3, words=30)
+    rows = [{"id": str(i), "input": t, "label": i % 2, "bucket": "32" if i < 20 else "64"}
+            for i, t in enumerate(texts)]
+    prefix = {"0"}
+    good = [dict(r, in_eval=r["id"] not in prefix) for r in rows]
+    inline = blind_baseline(good, 0, None, progress=False)
+    job = BlindBaselineJob(rows, prefix, 0, str(tmp_path / "bench.jsonl"))
+    assert job.proc is not None  # it really runs in another process
+    got = job.result(good)
+    assert got["source"] == inline["source"] and got["auc"] == inline["auc"]
+    assert got["result"]["overall"]["n"] == len(rows) - 1  # the ReCaLL prefix row is not evaluated
+
+    fewer = good[:-4]  # the scorer quarantined rows after the helper started: recomputed on what was scored
+    got = BlindBaselineJob(rows, prefix, 0, None).result(fewer)
+    assert got["result"]["overall"]["n"] == len(fewer) - 1
+    assert got["auc"] == blind_baseline(fewer, 0, None, progress=False)["auc"]
+
+    job = BlindBaselineJob(rows, prefix, 0, None)
+    job.proc.kill()  # the helper dies: the result is computed inline instead, never lost
+    assert job.result(good)["auc"] == inline["auc"]
+
+    monkeypatch.setenv("TIDEMARK_BLIND_INLINE", "1")
+    job = BlindBaselineJob(rows, prefix, 0, None)
+    assert job.proc is None and job.result(good)["auc"] == inline["auc"]
