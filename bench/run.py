@@ -291,6 +291,11 @@ def render_summary(results: dict, errors: dict, total: float, args) -> str:
                   f"{e['texts'] / e['bare_scorer']['total_s']:.1f} |", "",
                   f"Ratio evaluate / bare loop: **{e['ratio_evaluate_vs_bare_loop']:.2f}×** (target ≤ 2.5×); "
                   f"evaluate / bare scorer: {e['ratio_evaluate_vs_bare_scorer']:.2f}×.", ""]
+        if e["evaluate"].get("phases_s"):
+            lines += ["Where `evaluate`'s time went (`run.json: phases_s`; the blind baseline runs in a helper process "
+                      "during scoring, so its row is only the wait for it):", "",
+                      "| phase | seconds |", "|---|---|"]
+            lines += [f"| {k} | {v:.2f} |" for k, v in e["evaluate"]["phases_s"].items()] + [""]
     if "curation" in results:
         c = results["curation"]
         lines += ["## Curation throughput (one core)", "", f"{c['note']}.", "",

@@ -195,11 +195,14 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     # The blind baseline needs no model: it runs in a low-priority process while the model scores.
     blind_job = BlindBaselineJob(rows, prefix_ids, cfg.seed, cfg.benchmark)
     try:
+        if rows:
+            _ensure_ray()
+            phases.lap("Ray start-up (or connect)")
         scored = sharder.run() if rows else TOKEN_STATS_SCHEMA.empty_table()
     except BaseException:
         blind_job.close()  # stop the helper now rather than wait for it at exit
         raise
-    phases.lap("score (Ray start-up included)")
+    phases.lap("score (actor start-up included)")
     token_stats = strip_prefixes(scored, TOKEN_STATS_SCHEMA)
 
     # A row leaves as scored only if its original view was scored; otherwise it is quarantined with the error.
