@@ -421,7 +421,11 @@ def audit_documents(texts: Sequence[str], labels, buckets=None, *, window_words:
     document-level AUC from the mean out-of-fold window score per document (valid because of the grouping)."""
     y = np.asarray(labels, dtype=np.int64)
     w_texts, doc = make_windows(texts, window_words=window_words, windows_per_doc=windows_per_doc, seed=seed)
-    w_buckets = None if buckets is None else [list(buckets)[i] for i in doc]
+    if buckets is not None:
+        doc_buckets = list(buckets)  # once: indexing a fresh list per window would be quadratic
+        w_buckets = [doc_buckets[i] for i in doc]
+    else:
+        w_buckets = None
     result, oof = run_audit(w_texts, y[doc], w_buckets, groups=doc, cutoff_year=cutoff_year, n_folds=n_folds,
                             seed=seed, n_bootstrap=n_bootstrap, progress=progress)
     doc_scores = {}
