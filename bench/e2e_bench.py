@@ -122,6 +122,14 @@ def bench_e2e(model_dir: str, benchmark: Path, texts: Sequence[str], work: Path,
     ray.shutdown()
     t_shutdown = time.perf_counter() - t0
     log(f"  e2e: tidemark evaluate {t_eval:.1f} s (Ray start-up included; shutdown {t_shutdown:.1f} s more)")
+    # This VM's speed drifts by tens of percent over minutes, so the loop runs again after evaluate and the
+    # ratio uses the faster of its two runs: conservative (the larger ratio), and robust to a slow spell.
+    again = bare_loop(model_dir, texts)
+    log(f"  e2e: bare batch-1 loop again {again['total_s']:.1f} s")
+    loop_runs = [loop["total_s"], again["total_s"]]
+    if again["total_s"] < loop["total_s"]:
+        loop = again
+    loop = dict(loop, runs_s=loop_runs)
     try:
         host = bench_host_side(model_dir, texts)
         log(f"  e2e: one core tokenises {host['tokenize_tokens_per_s_one_core']:,.0f} tokens/s and converts "
