@@ -19,7 +19,6 @@ Timings on a shared machine are noisy: every result records the load average bef
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time

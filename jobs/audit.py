@@ -8,7 +8,6 @@ the FPR-corrected share and evidence. The arithmetic lives in scoring/audit.py a
 from __future__ import annotations
 
 import json
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -16,6 +15,8 @@ from typing import Optional
 
 import numpy as np
 import typer
+
+from jobs.report_cli import run_and_print_report
 
 QUARANTINE_FIELDS = ("id", "stage", "reason", "detail")
 
@@ -357,10 +358,4 @@ def register(app: typer.Typer) -> None:
                           ngram=ngram, top_k=top_k, ci=ci, n_bootstrap=n_bootstrap, seed=seed, actors=actors,
                           gpus_per_actor=gpus_per_actor, batch_size=batch_size, context=context, stride=stride,
                           ref_model=ref_model, ref_corpus=ref_corpus, progress=not quiet)
-        try:
-            res = run_audit(cfg)
-        except (FileNotFoundError, RuntimeError) as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from None
-        typer.echo(Path(res["report"]).read_text())
-        typer.echo(f"report: {res['report']}  ({res['seconds']} s)", err=sys.stderr.isatty())
+        run_and_print_report(run_audit, cfg)

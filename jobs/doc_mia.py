@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Optional
 
 import numpy as np
 import typer
+
+from jobs.report_cli import run_and_print_report
 
 
 @dataclass
@@ -215,10 +215,4 @@ def register(app: typer.Typer) -> None:
                            normalizations=normalizations, features=features, folds=folds, n_trees=n_trees,
                            hist_bins=hist_bins, min_words=min_words, seed=seed, actors=actors,
                            gpus_per_actor=gpus_per_actor, batch_size=batch_size, progress=not quiet)
-        try:
-            res = run_doc_mia(cfg)
-        except (FileNotFoundError, RuntimeError) as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from None
-        typer.echo(Path(res["report"]).read_text())
-        typer.echo(f"report: {res['report']}  ({res['seconds']} s)", err=sys.stderr.isatty())
+        run_and_print_report(run_doc_mia, cfg)

@@ -7,14 +7,14 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Optional
 
 import numpy as np
 import typer
+
+from jobs.report_cli import run_and_print_report
 
 
 @dataclass
@@ -301,6 +301,4 @@ def register(app: typer.Typer) -> None:
                              stride=stride, recall_shots=recall_shots, ref_corpus=ref_corpus, calibrate=calibrate,
                              seed=seed, progress=not quiet, shard_size=shard_size, resume=resume,
                              requester_pays=requester_pays)
-        result = run_evaluate(cfg)
-        typer.echo(Path(result["report"]).read_text())
-        typer.echo(f"report: {result['report']}  ({result['seconds']} s)", err=sys.stderr.isatty())
+        run_and_print_report(run_evaluate, cfg)

@@ -8,7 +8,6 @@ finds them about as likely as before, so unlearning probably failed there.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -16,6 +15,8 @@ from typing import Optional
 
 import numpy as np
 import typer
+
+from jobs.report_cli import run_and_print_report
 
 
 @dataclass
@@ -219,10 +220,4 @@ def register(app: typer.Typer) -> None:
                                chunk_words=chunk_words, min_chunk_words=min_chunk_words, ci=ci, actors=actors,
                                gpus_per_actor=gpus_per_actor, batch_size=batch_size, context=context, stride=stride,
                                progress=not quiet)
-        try:
-            res = run_unlearning_audit(cfg)
-        except (FileNotFoundError, RuntimeError) as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from None
-        typer.echo(Path(res["report"]).read_text())
-        typer.echo(f"report: {res['report']}  ({res['seconds']} s)", err=sys.stderr.isatty())
+        run_and_print_report(run_unlearning_audit, cfg)
