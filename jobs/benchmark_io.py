@@ -31,7 +31,10 @@ def _check(raw: dict[str, Any], rid: str) -> tuple[dict | None, dict | None]:
     return {"id": rid, "input": text, "label": label_int, "bucket": None if bucket is None else str(bucket)}, None
 
 
-def _jsonl_rows(path: Path):
+def jsonl_objects(path: Path):
+    """(row id, JSON object or None, (reason, detail) or None) per non-blank line of a jsonl file. The id is the
+    line's `id` field, else `<file stem>:<line number>`; a line that is not UTF-8 or not a JSON object comes
+    back with its reason (`not_utf8`, `bad_json`), so every reader quarantines it the same way."""
     with open(path, "rb") as fh:
         for n, line in enumerate(fh, start=1):
             rid = f"{path.stem}:{n}"
@@ -40,15 +43,20 @@ def _jsonl_rows(path: Path):
             try:
                 raw = json.loads(line.decode("utf-8"))
             except UnicodeDecodeError as exc:
-                yield None, _quarantine(rid, "not_utf8", str(exc))
+                yield rid, None, ("not_utf8", str(exc))
                 continue
             except json.JSONDecodeError as exc:
-                yield None, _quarantine(rid, "bad_json", str(exc))
+                yield rid, None, ("bad_json", str(exc))
                 continue
             if not isinstance(raw, dict):
-                yield None, _quarantine(rid, "bad_json", "line is not a JSON object")
+                yield rid, None, ("bad_json", "line is not a JSON object")
                 continue
-            yield _check(raw, str(raw.get("id") or rid))
+            yield str(raw.get("id") or rid), raw, None
+
+
+def _jsonl_rows(path: Path):
+    for rid, raw, problem in jsonl_objects(path):
+        yield (None, _quarantine(rid, *problem)) if problem else _check(raw, rid)
 
 
 def _parquet_rows(path: Path):

@@ -8,8 +8,9 @@ Used by `doc-mia`, `audit`, `unlearning-audit` and `contamination-study`.
 from __future__ import annotations
 
 import glob
-import json
 from pathlib import Path
+
+from jobs.benchmark_io import jsonl_objects
 
 STAGE = "read"
 TEXT_SUFFIXES = (".txt", ".md", ".text")
@@ -40,23 +41,8 @@ def _rows_of(path: Path):
             rid = str(raw.get("id") or f"{path.stem}:{n}")
             yield rid, row_text(raw), raw, None
         return
-    with open(path, "rb") as fh:
-        for n, line in enumerate(fh, start=1):
-            rid = f"{path.stem}:{n}"
-            if not line.strip():
-                continue
-            try:
-                raw = json.loads(line.decode("utf-8"))
-            except UnicodeDecodeError as exc:
-                yield rid, None, None, _q(rid, "not_utf8", exc)
-                continue
-            except json.JSONDecodeError as exc:
-                yield rid, None, None, _q(rid, "bad_json", exc)
-                continue
-            if not isinstance(raw, dict):
-                yield rid, None, None, _q(rid, "bad_json", "line is not a JSON object")
-                continue
-            yield str(raw.get("id") or rid), row_text(raw), raw, None
+    for rid, raw, problem in jsonl_objects(path):
+        yield (rid, None, None, _q(rid, *problem)) if problem else (rid, row_text(raw), raw, None)
 
 
 def _files(spec: str) -> tuple[list[Path], Path | None]:
