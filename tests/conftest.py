@@ -2,7 +2,11 @@
 stages never touch it."""
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -11,7 +15,8 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
 SHARED_DATA = SHARED / "data"
 
 
@@ -34,3 +39,52 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared data not found at {SHARED_DATA} (only present in the development workspace)")
     return SHARED_DATA
+
+
+@pytest.fixture
+def moto_s3(monkeypatch):
+    """`moto_s3(bucket, key_id=..., secret=...)`: an in-memory S3 (moto) with one bucket, the given credentials in
+    the environment and every other AWS setting cleared, so nothing can reach a real endpoint. Returns a boto3
+    client; the mock ends with the test."""
+    moto = pytest.importorskip("moto")
+    import boto3
+
+    with contextlib.ExitStack() as stack:
+        def start(bucket: str, key_id: str = "testing", secret: str = "testing"):
+            monkeypatch.setenv("AWS_ACCESS_KEY_ID", key_id)
+            monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+            monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+            for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+                monkeypatch.delenv(var, raising=False)
+            stack.enter_context(moto.mock_aws())
+            client = boto3.client("s3", region_name="us-east-1")
+            client.create_bucket(Bucket=bucket)
+            return client
+
+        yield start
+
+
+RAY_BLOCKER = textwrap.dedent("""
+    import sys
+
+    class BlockRay:
+        def find_spec(self, name, path=None, target=None):
+            if name == "ray" or name.startswith("ray."):
+                raise ImportError("ray is blocked in this test")
+            return None
+
+    sys.meta_path.insert(0, BlockRay())
+    sys.path.insert(0, {root!r})
+""")
+
+
+@pytest.fixture
+def run_without_ray():
+    """`run_without_ray(script, timeout)`: run `script` in a fresh Python at the repository root with every
+    import of `ray` failing, as on a GPU machine that has no Ray. Returns the CompletedProcess."""
+    def run(script: str, timeout: int = 300) -> subprocess.CompletedProcess:
+        code = RAY_BLOCKER.format(root=str(ROOT)) + textwrap.dedent(script)
+        return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                              timeout=timeout)
+
+    return run

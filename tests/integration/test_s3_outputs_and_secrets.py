@@ -28,19 +28,9 @@ CFG_SECRET = "cfg-secret-" + uuid.uuid4().hex
 
 
 @pytest.fixture
-def s3(monkeypatch):
-    moto = pytest.importorskip("moto")
-    import boto3
-
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIA" + uuid.uuid4().hex[:16].upper())
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", ENV_SECRET)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
-        monkeypatch.delenv(var, raising=False)
-    with moto.mock_aws():
-        client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket=BUCKET)
-        yield client
+def s3(moto_s3):
+    # A secret that looks real, so the tests can check that no output ever contains it.
+    return moto_s3(BUCKET, key_id="AKIA" + uuid.uuid4().hex[:16].upper(), secret=ENV_SECRET)
 
 
 @pytest.fixture(scope="module")

@@ -2,23 +2,7 @@
 transformers): import and run it in a fresh interpreter in which `import ray` fails."""
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-
-SCRIPT = textwrap.dedent("""
-    import sys
-
-    class BlockRay:
-        def find_spec(self, name, path=None, target=None):
-            if name == "ray" or name.startswith("ray."):
-                raise ImportError("ray is blocked in this test")
-            return None
-
-    sys.meta_path.insert(0, BlockRay())
+SCRIPT = """
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
     import pyarrow as pa
@@ -32,10 +16,10 @@ SCRIPT = textwrap.dedent("""
     assert out[0]["error"] is None and len(out[0]["lp"]) == 4
     assert "ray" not in sys.modules
     print("ok")
-""")
+"""
 
 
-def test_scoring_runs_without_ray():
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=300)
+def test_scoring_runs_without_ray(run_without_ray):
+    proc = run_without_ray(SCRIPT, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().endswith("ok")

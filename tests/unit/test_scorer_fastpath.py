@@ -6,9 +6,7 @@ backbone that raises torch's OutOfMemoryError for batches larger than N. And the
 `import ray` fails."""
 from __future__ import annotations
 
-import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -160,18 +158,8 @@ def test_a_window_that_never_fits_fails_alone(model):
     assert_close([got[i] for i in (0, 2, 3)], want, atol=2e-5, rtol=2e-5)
 
 
-def test_the_gpu_benchmark_runs_without_ray(tmp_path):
-    script = textwrap.dedent(f"""
-        import sys
-
-        class BlockRay:
-            def find_spec(self, name, path=None, target=None):
-                if name == "ray" or name.startswith("ray."):
-                    raise ImportError("ray is blocked in this test")
-                return None
-
-        sys.meta_path.insert(0, BlockRay())
-        sys.path.insert(0, {str(ROOT)!r})
+def test_the_gpu_benchmark_runs_without_ray(tmp_path, run_without_ray):
+    script = f"""
         from bench import gpu
         rc = gpu.main(["--model-config", "gpt2-tiny", "--device", "cpu", "--lengths", "16", "48",
                        "--tokens", "192", "--ref-tokens", "96", "--naive-tokens", "96", "--naive-batch", "4",
@@ -180,8 +168,8 @@ def test_the_gpu_benchmark_runs_without_ray(tmp_path):
         assert rc == 0
         assert "ray" not in sys.modules
         print("ok")
-    """)
-    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    """
+    proc = run_without_ray(script, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().endswith("ok")
     import json
