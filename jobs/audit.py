@@ -71,8 +71,6 @@ def score_rows_on_pool(rows: list[dict], *, model: str, views: tuple[str, ...], 
                        context: int | None = None, stride: int | None = None, progress: bool = True):
     """Score text rows {id, input} on the Ray actor pool of `evaluate`. Returns (token-stats table, {id: error})
     where the error map names rows whose original (or ref) view failed."""
-    import pyarrow as pa
-
     from jobs.evaluate import EvaluateConfig, score_on_ray
     from scoring.tokenstats import TOKEN_STATS_SCHEMA
 
@@ -80,13 +78,14 @@ def score_rows_on_pool(rows: list[dict], *, model: str, views: tuple[str, ...], 
                          gpus_per_actor=gpus_per_actor, batch_size=batch_size, context=context, stride=stride,
                          progress=progress)
     scored = score_on_ray(rows, cfg, views, None)
-    records = scored.to_pylist()
-    for r in records:
-        r.pop("prefix_len", None)
-    failed = {r["id"]: f"{r['view']}: {r['error']}" for r in records if r["view"] in ("original", "ref") and r["error"]}
-    seen = {r["id"] for r in records}
+    # No ReCaLL prefix here, so only the scorer's `prefix_len` column goes; the per-token lists stay in Arrow.
+    token_stats = scored.select(TOKEN_STATS_SCHEMA.names).cast(TOKEN_STATS_SCHEMA)
+    meta = scored.select(["id", "view", "error"]).to_pydict()
+    failed = {i: f"{v}: {e}" for i, v, e in zip(meta["id"], meta["view"], meta["error"])
+              if v in ("original", "ref") and e}
+    seen = set(meta["id"])
     failed.update({r["id"]: "missing: the pipeline returned no row" for r in rows if r["id"] not in seen})
-    return pa.Table.from_pylist(records, schema=TOKEN_STATS_SCHEMA), failed
+    return token_stats, failed
 
 
 def _read_calibration(cfg: AuditConfig, q: list[dict]) -> tuple[list[dict], dict]:
