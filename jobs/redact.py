@@ -29,6 +29,11 @@ _SECRET_SEGMENTS = {"key", "keys", "secret", "secrets", "token", "password", "pa
                     "credential", "credentials", "auth", "authorization", "apikey", "accesskey", "privatekey",
                     "cookie", "signature"}
 _NOT_SECRET_KEYS = {"key_field", "id_field", "sort_key", "group_key", "dedup_key", "exact_key", "key_column"}
+# A credential word next to one of these describes something else: "token stats written", "token_budget",
+# "RAY_AUTH_MODE" (whose value, "disabled", must not be scrubbed out of every log line), "key_count".
+_DESCRIPTIVE_SEGMENTS = {"stats", "stat", "count", "counts", "freq", "freqs", "frequency", "frequencies", "len",
+                         "length", "lengths", "budget", "mode", "type", "kind", "level", "limit", "written", "per",
+                         "ids", "window", "windows", "rows"}
 
 AWS_ACCESS_KEY_ID = re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA|AIDA|AROA|AGPA|ANPA|ANVA|AIPA)[A-Z0-9]{16}(?![A-Z0-9])")
 # An AWS secret access key: 40 characters of base64 alphabet. Hex digests (sha1 is 40 hex chars) are excluded by
@@ -47,6 +52,8 @@ def is_secret_key(key: Any) -> bool:
     if not isinstance(key, str) or key.lower() in _NOT_SECRET_KEYS:
         return False
     segs = _segments(key)
+    if any(s in _DESCRIPTIVE_SEGMENTS for s in segs):
+        return False
     return any(s in _SECRET_SEGMENTS for s in segs) or "".join(segs) in _SECRET_SEGMENTS
 
 

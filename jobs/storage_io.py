@@ -11,7 +11,9 @@ writes anything, so a crashed or half-overwritten run never looks complete. On t
 atomically, so a reader never sees a torn file:
 - local: the bytes go to a hidden temporary file in the same directory, are fsynced, and are renamed over the target
   (`os.replace`, atomic on POSIX);
-- S3: one `PutObject` per file, which S3 makes visible all at once (never a partial object).
+- S3: one `PutObject` per file up to `multipart_threshold()` bytes (64 MiB, `TIDEMARK_S3_MULTIPART_BYTES`), a
+  multipart upload above it (a single PutObject stops at 5 GB); either way S3 makes the object visible all at once,
+  when the upload completes (never a partial object).
 
 S3 goes through boto3, like curation/sources/storage.py, because pyarrow's S3 filesystem cannot send the
 requester-pays header that public buckets such as arXiv's need. Credentials are never passed in here: boto3 reads
@@ -37,6 +39,20 @@ from typing import Any, Iterator, Mapping
 from scoring.atomic_io import atomic_write_bytes, parquet_bytes
 
 SUCCESS = "_SUCCESS"
+MULTIPART_ENV = "TIDEMARK_S3_MULTIPART_BYTES"
+_DEFAULT_MULTIPART = 64 << 20
+
+
+def multipart_threshold() -> int:
+    """Files larger than this go to S3 as multipart uploads (parts of at least 5 MiB, S3's minimum)."""
+    return int(os.environ.get(MULTIPART_ENV) or _DEFAULT_MULTIPART)
+
+
+def _transfer_config():
+    from boto3.s3.transfer import TransferConfig
+
+    threshold = multipart_threshold()
+    return TransferConfig(multipart_threshold=threshold, multipart_chunksize=max(threshold, 5 << 20))
 
 
 def is_s3(uri: str | os.PathLike) -> bool:
@@ -94,7 +110,10 @@ class Location:
     # ---- primitives
     def write_bytes(self, rel: str, data: bytes) -> dict:
         """Atomic write of one file; returns {bytes, sha256} for manifests and markers."""
-        if self.s3:
+        if self.s3 and len(data) > multipart_threshold():
+            self.client.upload_fileobj(io.BytesIO(data), self.bucket, self._key(rel), ExtraArgs=self._payer(),
+                                       Config=_transfer_config())
+        elif self.s3:
             self.client.put_object(Bucket=self.bucket, Key=self._key(rel), Body=data, **self._payer())
         else:
             atomic_write_bytes(self.root / rel, data)
@@ -170,7 +189,18 @@ class Location:
             shutil.rmtree(self.root / under, ignore_errors=True)
 
     def upload_file(self, local: str | os.PathLike, rel: str) -> dict:
-        return self.write_bytes(rel, Path(local).read_bytes())
+        """Copy one local file here. To S3 it streams from disk (multipart above the threshold), so a file of any
+        size goes up without being read into memory."""
+        local = Path(local)
+        if not self.s3 or local.stat().st_size <= multipart_threshold():
+            return self.write_bytes(rel, local.read_bytes())
+        digest = hashlib.sha256()
+        with open(local, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+        self.client.upload_file(str(local), self.bucket, self._key(rel), ExtraArgs=self._payer(),
+                                Config=_transfer_config())
+        return {"bytes": local.stat().st_size, "sha256": digest.hexdigest()}
 
     def upload_tree(self, local_dir: str | os.PathLike, *, skip: tuple[str, ...] = ()) -> list[str]:
         """Copy every file under `local_dir` here (each one atomically), skipping relative names that start with

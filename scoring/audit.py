@@ -115,14 +115,19 @@ def calibrate(labels: Sequence[int], scores: Sequence[float], clusters: Sequence
     flags = s >= th.value
     tpr, var_t, _ = cluster_proportion(flags[y == 1], c[y == 1])
     fpr, var_f, _ = cluster_proportion(flags[y == 0], c[y == 0])
-    doc_rates = {cls: [float(flags[(y == cls) & (c == doc)].mean()) for doc in np.unique(c[y == cls])]
-                 for cls in (0, 1)}
+    doc_rates = {cls: _rates_per_cluster(flags[y == cls], c[y == cls]) for cls in (0, 1)}
     return Calibration(th, int(y.sum()), int((1 - y).sum()), tpr, fpr, var_t, var_f,
                        between_document_variance(doc_rates[1], tpr), between_document_variance(doc_rates[0], fpr),
                        len(doc_rates[1]), len(doc_rates[0]))
 
 
 # ---- aggregation ---------------------------------------------------------------------------------------------
+def _rates_per_cluster(flags: np.ndarray, clusters: np.ndarray) -> list[float]:
+    """The flag rate of each cluster, in sorted cluster order: one pass (a mask per cluster was O(docs x n))."""
+    _, inverse = np.unique(clusters, return_inverse=True)
+    return [float(x) for x in np.bincount(inverse, weights=flags) / np.bincount(inverse)]
+
+
 def document_rates(snippets: Sequence[Mapping], threshold: float, ci_method: str = "wilson",
                    top_k: int = 3) -> list[dict]:
     """Per document: snippets scored, flagged, contamination rate with its binomial CI, and the top-scoring

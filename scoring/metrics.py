@@ -109,31 +109,35 @@ def _rates(y: np.ndarray, pred: np.ndarray) -> tuple[float, float]:
 
 def calibrate_threshold(labels, scores, objective: str = "accuracy", target_fpr: float = 0.05) -> Threshold:
     """Pick the threshold (predict member when score >= t) that maximises accuracy or F1 on a calibration split,
-    or the lowest threshold whose FPR stays at or under `target_fpr`. Apply it to a separate test split."""
+    or the lowest threshold whose FPR stays at or under `target_fpr`. Apply it to a separate test split.
+
+    Candidates are every distinct score plus +inf ("flag nothing"); ties go to the lowest threshold. One sort and
+    cumulative counts give every candidate's confusion matrix at once: O(n log n), where trying each threshold
+    over the whole array was O(n^2) (an hour and a half at 1M rows). Equal to the exhaustive search (tested)."""
     y, s = _clean(labels, scores)
     if y.size == 0:
         raise ValueError("cannot calibrate a threshold on an empty calibration set")
-    cands = np.unique(s)
-    cands = np.concatenate([cands, [np.inf]])  # inf = "flag nothing"
-    best: tuple[float, float] | None = None
-    for t in cands:
-        pred = (s >= t).astype(np.int64)
-        tpr, fpr = _rates(y, pred)
-        if objective == "accuracy":
-            val = float((pred == y).mean())
-        elif objective == "f1":
-            tp = int((pred & y).sum())
-            denom = int(pred.sum()) + int(y.sum())
-            val = 2 * tp / denom if denom else 0.0
-        elif objective == "fpr":
-            val = tpr if fpr <= target_fpr + 1e-12 else -1.0
-        else:
-            raise ValueError(f"unknown objective {objective!r}: use accuracy, f1 or fpr")
-        if best is None or val > best[1]:
-            best = (float(t), val)
-    t, val = best
-    tpr, fpr = _rates(y, (s >= t).astype(np.int64))
-    return Threshold(value=t, objective=objective, calib_score=val, calib_fpr=fpr, calib_tpr=tpr)
+    if objective not in ("accuracy", "f1", "fpr"):
+        raise ValueError(f"unknown objective {objective!r}: use accuracy, f1 or fpr")
+    cands, inverse = np.unique(s, return_inverse=True)
+    pos_at = np.bincount(inverse, weights=y, minlength=cands.size).astype(np.int64)
+    all_at = np.bincount(inverse, minlength=cands.size).astype(np.int64)
+    # flagged members / non-members when the threshold is cands[j]: everything at or above it; +inf flags none
+    tp = np.r_[np.cumsum(pos_at[::-1])[::-1], 0]
+    fp = np.r_[np.cumsum((all_at - pos_at)[::-1])[::-1], 0]
+    n_pos, n_neg = int(y.sum()), int(y.size - y.sum())
+    tpr, fpr = tp / max(n_pos, 1), fp / max(n_neg, 1)
+    if objective == "accuracy":
+        vals = (tp + (n_neg - fp)) / y.size
+    elif objective == "f1":
+        denom = (tp + fp) + n_pos
+        vals = np.where(denom > 0, 2 * tp / np.maximum(denom, 1), 0.0)
+    else:
+        vals = np.where(fpr <= target_fpr + 1e-12, tpr, -1.0)
+    best = int(np.argmax(vals))  # the first maximum: the lowest threshold, as the exhaustive loop chose
+    value = float(np.r_[cands, np.inf][best])
+    return Threshold(value=value, objective=objective, calib_score=float(vals[best]), calib_fpr=float(fpr[best]),
+                     calib_tpr=float(tpr[best]))
 
 
 def apply_threshold(threshold: Threshold, labels, scores) -> dict:

@@ -80,3 +80,37 @@ def test_vectorised_bootstrap_equals_a_roc_auc_score_loop_with_ties():
     got = resampled_aucs(y, s, idx, block=16)
     assert len(got) == len(loop) == 149
     np.testing.assert_allclose(got, loop, atol=1e-12)
+
+
+def _exhaustive_threshold(labels, scores, objective, target_fpr=0.05):
+    """The old calibration, kept here as the reference: try every distinct score (and +inf) over the whole array."""
+    y, s = np.asarray(labels, dtype=np.int64), np.asarray(scores, dtype=np.float64)
+    best = None
+    for t in np.concatenate([np.unique(s), [np.inf]]):
+        pred = (s >= t).astype(np.int64)
+        pos, neg = max(int(y.sum()), 1), max(int((1 - y).sum()), 1)
+        tpr, fpr = (pred & y).sum() / pos, (pred & (1 - y)).sum() / neg
+        if objective == "accuracy":
+            val = float((pred == y).mean())
+        elif objective == "f1":
+            denom = int(pred.sum()) + int(y.sum())
+            val = 2 * int((pred & y).sum()) / denom if denom else 0.0
+        else:
+            val = tpr if fpr <= target_fpr + 1e-12 else -1.0
+        if best is None or val > best[1]:
+            best = (float(t), val)
+    return best
+
+
+@pytest.mark.parametrize("objective", ["accuracy", "f1", "fpr"])
+@pytest.mark.parametrize("seed", range(6))
+def test_sorted_calibration_equals_the_exhaustive_search_with_ties(objective, seed):
+    from scoring.metrics import calibrate_threshold
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(5, 300))
+    y = rng.integers(0, 2, size=n)
+    s = np.round(rng.normal(size=n) + 0.7 * y, 1)  # rounding makes many ties, across the classes too
+    t = calibrate_threshold(y, s, objective=objective)
+    want_t, want_val = _exhaustive_threshold(y, s, objective)
+    assert t.value == want_t and t.calib_score == pytest.approx(want_val, abs=1e-12)

@@ -63,3 +63,18 @@ def test_log_records_from_any_logger_are_redacted(monkeypatch, caplog):
         logging.getLogger("some.library").info("connecting with %s and %s", "planted-fake-secret-value", FAKE_ID)
     assert "planted-fake-secret-value" not in caplog.text and FAKE_ID not in caplog.text
     assert caplog.text.count(REDACTED) == 2
+
+
+@pytest.mark.parametrize("key", ["token stats written", "RAY_AUTH_MODE", "token_budget", "auth_mode", "key_count",
+                                 "max_batch_tokens", "token_freq"])
+def test_descriptive_keys_are_not_credentials(key):
+    assert not is_secret_key(key)
+
+
+def test_run_record_labels_and_harmless_env_values_survive(monkeypatch):
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    monkeypatch.setenv("HF_TOKEN", "hf_realsecretvalue123")
+    phases = {"phases_s": {"token stats written": 1.5, "score": 2.0}}
+    assert redact(phases) == phases
+    assert redact_text("ray started with auth disabled") == "ray started with auth disabled"
+    assert redact_text("using hf_realsecretvalue123 now") == f"using {REDACTED} now"

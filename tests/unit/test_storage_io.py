@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -134,3 +135,25 @@ def test_publish_order_and_a_crash_half_way(where, tmp_path, request, monkeypatc
     # v1's extra file is gone: the release is exactly v2's file set
     assert dest.list("data") == ["data/length32.parquet"]
     assert dest.read_bytes("data/length32.parquet") == b"data v2"
+
+
+def test_a_file_over_the_multipart_threshold_arrives_whole(s3, tmp_path, monkeypatch):
+    from jobs.storage_io import MULTIPART_ENV, sha256_bytes
+
+    monkeypatch.setenv(MULTIPART_ENV, str(1 << 20))  # 1 MiB; parts are 5 MiB, S3's minimum
+    data = np.random.default_rng(0).bytes(11 << 20)  # 11 MiB: three parts
+    local = tmp_path / "big.bin"
+    local.write_bytes(data)
+    loc = Location(f"s3://{BUCKET}/out")
+    calls = []
+    real = loc.client.create_multipart_upload
+    monkeypatch.setattr(loc.client, "create_multipart_upload", lambda **kw: calls.append(kw) or real(**kw))
+    info = loc.upload_file(local, "token_stats.parquet/part-00000.parquet")
+    info2 = loc.write_bytes("blob.bin", data)
+    assert len(calls) == 2  # both went up as multipart uploads, not one PutObject
+    assert info == info2 == {"bytes": len(data), "sha256": sha256_bytes(data)}
+    for key in ("out/token_stats.parquet/part-00000.parquet", "out/blob.bin"):
+        got = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+        assert got == data
+    small = loc.write_bytes("small.txt", b"x")  # under the threshold: one PutObject
+    assert small["bytes"] == 1 and len(calls) == 2
