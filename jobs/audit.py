@@ -16,9 +16,9 @@ from typing import Optional
 import numpy as np
 import typer
 
+from jobs.ledger import quarantine_table
 from jobs.report_cli import run_and_print_report
 
-QUARANTINE_FIELDS = ("id", "stage", "reason", "detail")
 
 
 @dataclass
@@ -289,9 +289,7 @@ def run_audit(cfg: AuditConfig) -> dict:
     }
     (out / "report.json").write_text(json.dumps(report, indent=2, default=float))
     (out / "report.md").write_text(report_markdown(report))
-    pq.write_table(pa.Table.from_pylist(
-        [{f: x.get(f) for f in (*QUARANTINE_FIELDS, "role", "unit")} for x in quarantine],
-        schema=pa.schema([(f, pa.string()) for f in (*QUARANTINE_FIELDS, "role", "unit")])), out / "quarantine.parquet")
+    pq.write_table(quarantine_table(quarantine, context=("role", "unit")), out / "quarantine.parquet")
     pq.write_table(pa.Table.from_pylist(
         [{"doc_id": s["doc_id"], "role": s["role"], "label": s["label"], "index": s["index"],
           "start_word": s["start_word"], "n_words": s["n_words"], "score": s.get("score"),

@@ -9,24 +9,26 @@ import json
 from pathlib import Path
 from typing import Any
 
+from jobs.ledger import quarantine_record
+
 STAGE = "read"
 
 
-def _quarantine(rid: str, reason: str, detail: str) -> dict:
-    return {"id": rid, "stage": STAGE, "reason": reason, "detail": detail[:300]}
+def quarantine(rid: str, reason: str, detail: str) -> dict:
+    return quarantine_record(rid, STAGE, reason, detail)
 
 
-def _check(raw: dict[str, Any], rid: str) -> tuple[dict | None, dict | None]:
+def check_row(raw: dict[str, Any], rid: str) -> tuple[dict | None, dict | None]:
     text = raw.get("input", raw.get("text"))
     if not isinstance(text, str) or not text.strip():
-        return None, _quarantine(rid, "empty_input", f"input={text!r}"[:100])
+        return None, quarantine(rid, "empty_input", f"input={text!r}"[:100])
     label = raw.get("label")
     try:
         label_int = int(label)
         if label_int not in (0, 1) or float(label) != label_int:
             raise ValueError
     except (TypeError, ValueError):
-        return None, _quarantine(rid, "bad_label", f"label={label!r} (need 1 = member or 0 = non-member)")
+        return None, quarantine(rid, "bad_label", f"label={label!r} (need 1 = member or 0 = non-member)")
     bucket = raw.get("bucket")
     return {"id": rid, "input": text, "label": label_int, "bucket": None if bucket is None else str(bucket)}, None
 
@@ -37,33 +39,34 @@ def jsonl_objects(path: Path):
     back with its reason (`not_utf8`, `bad_json`), so every reader quarantines it the same way."""
     with open(path, "rb") as fh:
         for n, line in enumerate(fh, start=1):
-            rid = f"{path.stem}:{n}"
-            if not line.strip():
-                continue
-            try:
-                raw = json.loads(line.decode("utf-8"))
-            except UnicodeDecodeError as exc:
-                yield rid, None, ("not_utf8", str(exc))
-                continue
-            except json.JSONDecodeError as exc:
-                yield rid, None, ("bad_json", str(exc))
-                continue
-            if not isinstance(raw, dict):
-                yield rid, None, ("bad_json", "line is not a JSON object")
-                continue
-            yield str(raw.get("id") or rid), raw, None
+            if line.strip():
+                yield decode_line(line, f"{path.stem}:{n}")
+
+
+def decode_line(line: bytes, fallback_id: str):
+    """One jsonl line → (row id, JSON object or None, (reason, detail) or None); the id is the object's `id`
+    field, else `fallback_id`."""
+    try:
+        raw = json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return fallback_id, None, ("not_utf8", str(exc))
+    except json.JSONDecodeError as exc:
+        return fallback_id, None, ("bad_json", str(exc))
+    if not isinstance(raw, dict):
+        return fallback_id, None, ("bad_json", "line is not a JSON object")
+    return str(raw.get("id") or fallback_id), raw, None
 
 
 def _jsonl_rows(path: Path):
     for rid, raw, problem in jsonl_objects(path):
-        yield (None, _quarantine(rid, *problem)) if problem else _check(raw, rid)
+        yield (None, quarantine(rid, *problem)) if problem else check_row(raw, rid)
 
 
 def _parquet_rows(path: Path):
     import pyarrow.parquet as pq
 
     for n, raw in enumerate(pq.read_table(path).to_pylist(), start=1):
-        yield _check(raw, str(raw.get("id") or f"{path.stem}:{n}"))
+        yield check_row(raw, str(raw.get("id") or f"{path.stem}:{n}"))
 
 
 def benchmark_files(path: str | Path) -> list[Path]:
@@ -88,7 +91,7 @@ def read_benchmark(path: str | Path) -> tuple[list[dict], list[dict]]:
             if bad is not None:
                 quarantined.append(bad)
             elif row["id"] in seen:
-                quarantined.append(_quarantine(row["id"], "duplicate_id", "an earlier row has the same id"))
+                quarantined.append(quarantine(row["id"], "duplicate_id", "an earlier row has the same id"))
             else:
                 seen.add(row["id"])
                 rows.append(row)

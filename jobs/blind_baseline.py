@@ -47,6 +47,47 @@ def has_stored_audit(benchmark: str | None) -> bool:
     return bool(benchmark) and not str(benchmark).startswith("s3://") and (Path(benchmark) / "manifest.json").is_file()
 
 
+BLIND_SAMPLE_CAP = 200_000  # rows; above this the baseline is fitted on a seeded sample, recorded in the report
+
+
+def sample_rows(source: dict, seed: int) -> tuple[list[dict], dict]:
+    """Read a benchmark part by part (one part in memory at a time) and keep at most `source["cap"]` rows: those
+    with the smallest seeded hash of their id, returned in benchmark order. Duplicate ids keep the first, as the
+    scorer does; `source["prefix_ids"]` are kept with in_eval false. Returns (rows, a note for the report)."""
+    import heapq
+
+    from jobs.benchmark_parts import plan_parts, read_part
+    from scoring.views import stable_seed
+
+    cap, prefix = int(source.get("cap") or BLIND_SAMPLE_CAP), set(source.get("prefix_ids", ()))
+    seen: set[str] = set()
+    heap: list[tuple[int, int, dict]] = []  # (-hash, position, row): the cap smallest hashes
+    position, next_line = 0, {}
+    for part in plan_parts(source["benchmark"], int(source.get("rows_per_part") or 1000),
+                           bool(source.get("requester_pays"))):
+        if part.fmt == "jsonl":
+            from dataclasses import replace
+
+            part = replace(part, first_line=next_line.get(part.path, 1))
+        got = read_part(part)
+        next_line[part.path] = (part.first_line or 1) + got.n_lines
+        for r in got.rows:
+            if r["id"] in seen:
+                continue
+            seen.add(r["id"])
+            row = {"id": r["id"], "input": r["input"], "label": r["label"], "bucket": r["bucket"],
+                   "in_eval": r["id"] not in prefix}
+            item = (-stable_seed("blind-sample", seed, r["id"]), position, row)
+            position += 1
+            if len(heap) < cap:
+                heapq.heappush(heap, item)
+            elif item[0] > heap[0][0]:
+                heapq.heapreplace(heap, item)
+    rows = [row for _, _, row in sorted(heap, key=lambda t: t[1])]
+    note = {"rows": len(rows), "of": position, "sampled": position > cap, "cap": cap, "seed": seed}
+    return rows, note
+
+
 class BlindBaselineJob:
     """`blind_baseline` computed in a background process while the model scores.
 
@@ -57,6 +98,8 @@ class BlindBaselineJob:
 
     def __init__(self, rows: list[dict], prefix_ids: set, seed: int, benchmark: str | None):
         self.seed, self.benchmark = seed, benchmark
+        self.source: dict | None = None
+        self.out = Path(os.devnull)
         self.ids = frozenset(r["id"] for r in rows)
         self.proc: subprocess.Popen | None = None
         self.tmp: tempfile.TemporaryDirectory | None = None
@@ -67,12 +110,47 @@ class BlindBaselineJob:
             src, self.out = Path(self.tmp.name) / "rows.json", Path(self.tmp.name) / "result.json"
             src.write_text(json.dumps({"seed": seed, "rows": [
                 {**{k: r.get(k) for k in INPUT_FIELDS}, "in_eval": r["id"] not in prefix_ids} for r in rows]}))
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-                p for p in (str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")) if p))
-            self.proc = subprocess.Popen([sys.executable, "-m", "jobs.blind_baseline", str(src), str(self.out)],
-                                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            self.proc = _spawn(src, self.out)
         except Exception as exc:  # noqa: BLE001 - e.g. no subprocess allowed: compute it inline later
             print(f"blind baseline: no background process ({exc}); computing it after scoring", file=sys.stderr)
+            self.close()
+
+    @classmethod
+    def from_source(cls, source: dict, seed: int, benchmark: str | None) -> "BlindBaselineJob":
+        """The helper reads the benchmark itself (a capped, seeded sample: `sample_rows`), so the driver never holds
+        the texts. `result_excluding(failed_ids)` collects it."""
+        job = cls([], set(), seed, benchmark)
+        job.source = dict(source)
+        if os.environ.get("TIDEMARK_BLIND_INLINE") or has_stored_audit(benchmark):
+            return job
+        try:
+            job.tmp = tempfile.TemporaryDirectory(prefix="tidemark-blind-")
+            src, job.out = Path(job.tmp.name) / "job.json", Path(job.tmp.name) / "result.json"
+            src.write_text(json.dumps({"seed": seed, "source": job.source}))
+            job.proc = _spawn(src, job.out)
+        except Exception as exc:  # noqa: BLE001
+            print(f"blind baseline: no background process ({exc}); computing it after scoring", file=sys.stderr)
+            job.close()
+        return job
+
+    def result_excluding(self, failed_ids: set) -> dict | None:
+        """The baseline over the sampled rows that were scored (rows the scorer quarantined are left out)."""
+        try:
+            if self.proc is not None:
+                _, err = self.proc.communicate()
+                if self.proc.returncode == 0 and self.out.is_file():
+                    res = json.loads(self.out.read_text())
+                    if res is None or not failed_ids & set(res.pop("sample_ids", [])):
+                        return res
+                else:
+                    print(f"blind baseline: background process failed (exit {self.proc.returncode}): "
+                          f"{(err or '').strip()[-500:]}; recomputing", file=sys.stderr)
+            if has_stored_audit(self.benchmark):  # the release's manifest holds it: no rows needed
+                return blind_baseline([], self.seed, self.benchmark)
+            rows, note = sample_rows(self.source, self.seed)
+            res = blind_baseline([r for r in rows if r["id"] not in failed_ids], self.seed, self.benchmark)
+            return dict(res, sample=note) if res else None
+        finally:
             self.close()
 
     def result(self, good: list[dict]) -> dict | None:
@@ -97,6 +175,13 @@ class BlindBaselineJob:
             self.tmp = None
 
 
+def _spawn(src: Path, out: Path) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")) if p))
+    return subprocess.Popen([sys.executable, "-m", "jobs.blind_baseline", str(src), str(out)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
 def main(argv: list[str]) -> int:
     src, dst = argv
     try:
@@ -104,7 +189,12 @@ def main(argv: list[str]) -> int:
     except OSError:
         pass
     job = json.loads(Path(src).read_text())
-    res = blind_baseline(job["rows"], job["seed"], None, progress=False)
+    if "source" in job:
+        rows, note = sample_rows(job["source"], job["seed"])
+        res = blind_baseline(rows, job["seed"], None, progress=False)
+        res = dict(res, sample=note, sample_ids=[r["id"] for r in rows]) if res else None
+    else:
+        res = blind_baseline(job["rows"], job["seed"], None, progress=False)
     tmp = Path(dst + ".tmp")
     tmp.write_text(json.dumps(res, default=_jsonable))
     tmp.replace(dst)  # the parent reads the result only once it is whole

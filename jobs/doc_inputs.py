@@ -11,6 +11,7 @@ import glob
 from pathlib import Path
 
 from jobs.benchmark_io import jsonl_objects
+from jobs.ledger import quarantine_record
 
 STAGE = "read"
 TEXT_SUFFIXES = (".txt", ".md", ".text")
@@ -18,7 +19,7 @@ ROW_SUFFIXES = (".jsonl", ".parquet")
 
 
 def _q(rid: str, reason: str, detail: str) -> dict:
-    return {"id": rid, "stage": STAGE, "reason": reason, "detail": str(detail)[:300]}
+    return quarantine_record(rid, STAGE, reason, detail)
 
 
 def row_text(raw: dict) -> str | None:

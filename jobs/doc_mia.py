@@ -14,6 +14,7 @@ from typing import Optional
 import numpy as np
 import typer
 
+from jobs.ledger import quarantine_table
 from jobs.report_cli import run_and_print_report
 
 
@@ -155,8 +156,7 @@ def run_doc_mia(cfg: DocMiaConfig) -> dict:
               "path": [d["path"] for d, _ in good], "n_tokens": n_tokens,
               **{k: v.tolist() for k, v in oof.items()}}
     pq.write_table(pa.table(scores), out / "scores.parquet")
-    pq.write_table(pa.Table.from_pylist(quarantine, schema=pa.schema(
-        [(f, pa.string()) for f in ("id", "stage", "reason", "detail")])), out / "quarantine.parquet")
+    pq.write_table(quarantine_table(quarantine), out / "quarantine.parquet")
     best = max((r for r in records if r["normalization"] != "-"), key=lambda r: r["auc_mean"]
                if np.isfinite(r["auc_mean"]) else -1)
     meta = {"members": cfg.members, "nonmembers": cfg.nonmembers, "model": cfg.model, "contexts": contexts,

@@ -35,7 +35,7 @@ class EvaluateConfig:
     seed: int = 0
     n_bootstrap: int = 1000
     progress: bool = True
-    shard_size: int = 1000  # rows per resumable shard (jobs/shards.py)
+    shard_size: int = 1000  # rows per part: the unit of work, writing and resume (jobs/part_scoring.py)
     resume: bool = True  # reuse finished shards; a finished job with the same fingerprint is a no-op
     requester_pays: bool = False  # reading an s3:// benchmark from a requester-pays bucket
     extra: dict = field(default_factory=dict)
@@ -50,16 +50,6 @@ def resolve_methods(cfg: EvaluateConfig):
             raise typer.BadParameter("detector 'ref' needs --ref-model")
         methods = [m for m in methods if m.name != "ref"]
     return methods
-
-
-def choose_recall_prefix(rows: list[dict], shots: int, seed: int) -> tuple[str, set[str]]:
-    """ReCaLL's prefix: `shots` known non-members, drawn with a seed. They leave the evaluation set."""
-    rng = np.random.default_rng(seed)
-    non = [r for r in rows if r["label"] == 0]
-    if len(non) < shots:
-        raise ValueError(f"recall needs {shots} non-member rows for its prefix; the benchmark has {len(non)}")
-    picked = [non[i] for i in sorted(rng.choice(len(non), size=shots, replace=False))]
-    return "\n\n".join(r["input"] for r in picked) + "\n\n", {r["id"] for r in picked}
 
 
 def _ensure_ray():
@@ -146,7 +136,7 @@ def token_freq_resource(token_stats, cfg: EvaluateConfig, tok=None) -> np.ndarra
 
     tok = tok if tok is not None else load_tokenizer(cfg.model)
     vocab = len(tok)
-    if cfg.ref_corpus:
+    if cfg.ref_corpus:  # streamed: only the counts are kept
         from jobs.corpus_io import iter_texts
 
         return count_tokens((tok(t)["input_ids"] for t in iter_texts(cfg.ref_corpus)), vocab)
@@ -154,98 +144,141 @@ def token_freq_resource(token_stats, cfg: EvaluateConfig, tok=None) -> np.ndarra
     return count_tokens(orig.column("token_ids").to_pylist(), vocab)
 
 
+def input_identity(benchmark: str, requester_pays: bool) -> list:
+    """What identifies the benchmark's content without holding it: each file's sha256, streamed (local), or its
+    size and ETag (S3)."""
+    from curation.sources import storage
+    from jobs.benchmark_parts import _files
+
+    opts = {"requester_pays": True} if requester_pays else {}
+    out = []
+    for f in _files(str(benchmark), requester_pays):
+        if f.startswith("s3://"):
+            d = storage.describe(f, **opts)
+            out.append([f, d["bytes"], d.get("etag")])
+        else:
+            import hashlib
+
+            h = hashlib.sha256()
+            with open(f, "rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(chunk)
+            out.append([os.path.basename(f), h.hexdigest()])
+    return out
+
+
+def evaluate_spec(cfg: EvaluateConfig, views: tuple[str, ...], prefix_text: str | None):
+    """What evaluate asks of the scoring pool."""
+    from jobs.scoring_pool import ModelBranch, ScoringSpec
+    from scoring.tasks import hooks_from_env
+
+    branches = [ModelBranch(cfg.model, tuple(views))]
+    if cfg.ref_model:
+        branches.append(ModelBranch(cfg.ref_model, ("original",), rename_original="ref"))
+    return ScoringSpec(tuple(branches), prefix_text=prefix_text, context=cfg.context, stride=cfg.stride,
+                       max_batch_size=cfg.batch_size, actors=cfg.actors, gpus_per_actor=cfg.gpus_per_actor,
+                       hooks=hooks_from_env())
+
+
 def run_evaluate(cfg: EvaluateConfig) -> dict:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    """Plan on the driver, score and detect on the workers (jobs/part_scoring.py), then metrics over the score
+    columns only: the driver's memory does not grow with token stats."""
+    import pyarrow.compute as pc
 
     from jobs import shards as sharding
     from jobs.blind_baseline import BlindBaselineJob
+    from jobs.part_scoring import score_benchmark
+    from jobs.part_store import PartStore
     from jobs.redact import redact
-    from scoring.evaluation import compute_metrics, compute_scores, save_token_freq, write_outputs
-    from scoring.model import load_tokenizer
-    from scoring.tokenstats import TOKEN_STATS_SCHEMA
-    from scoring.views import ORIGINAL, PREFIXED, strip_prefixes
+    from scoring.evaluation import compute_metrics, save_token_freq, write_outputs
+    from scoring.views import ORIGINAL, PREFIXED
 
     t0 = time.perf_counter()
     dest = sharding.output_location(cfg)  # a local directory or an s3:// prefix
-    out = sharding.local_output_dir(dest)  # where the files are made: OUT itself, or a staging dir for S3
+    out = sharding.local_output_dir(dest)  # where the driver makes its files: OUT itself, or a staging dir for S3
     phases = PhaseClock()  # wall time per stage, in run.json: where a slow job spends its time
     methods = resolve_methods(cfg)
     needs = sorted({v for m in methods for v in m.needs})
-    # DC-PDD needs the vocabulary size after scoring; importing transformers for it costs seconds, so it loads
-    # now, in a thread, while Ray starts and leaves the CPU half idle.
-    tokenizer = _background(load_tokenizer, cfg.model) if "token_freq" in needs else None
-    rows, quarantined = sharding.read_benchmark_any(cfg)
-    phases.lap("read")
-    n_in = len(rows) + len(quarantined)
     views = (ORIGINAL, *[v for v in needs if v not in ("ref", "token_freq")])
-    prefix_text, prefix_ids = (None, set())
-    if PREFIXED in views:
-        prefix_text, prefix_ids = choose_recall_prefix(rows, cfg.recall_shots, cfg.seed)
-
-    scoring_fp = sharding.scoring_fingerprint(cfg, views, prefix_text)
-    job_fp = sharding.job_fingerprint(cfg, scoring_fp, rows, quarantined)
+    job_fp = sharding._digest({"settings": {k: v for k, v in asdict(cfg).items()
+                                            if k not in sharding.JOB_FIELDS_IGNORED},
+                               "model": sharding.model_identity(cfg.model),
+                               "ref_model": sharding.model_identity(cfg.ref_model),
+                               "ref_corpus": sharding.model_identity(cfg.ref_corpus) if cfg.ref_corpus else None,
+                               "input": input_identity(cfg.benchmark, cfg.requester_pays),
+                               "tool": sharding.tool_version(), "plane": 2})
     done = sharding.completed_result(dest, job_fp, out) if cfg.resume else None
     if done is not None:  # the same job already finished here: nothing to do
         sharding.echo(f"{dest.uri} already holds this job's complete output (_SUCCESS); nothing to do")
         return done
     dest.clear_complete()  # from here on, this location is not complete until the new marker is written
-    sharder = sharding.ShardedScorer(rows, cfg, views, prefix_text, dest, dataset_fn=scoring_dataset,
-                                     specs_fn=scoring_specs, fingerprint=scoring_fp, resume=cfg.resume)
-    # The blind baseline needs no model: it runs in a low-priority process while the model scores.
-    blind_job = BlindBaselineJob(rows, prefix_ids, cfg.seed, cfg.benchmark)
+    phases.lap("plan")
+    ref_freq = None
+    if "token_freq" in needs and cfg.ref_corpus:
+        ref_freq = token_freq_resource(None, cfg)
+    _ensure_ray()
+    phases.lap("Ray start-up (or connect)")
+    blind: dict = {}
+
+    def start_blind(prefix_ids):  # the blind baseline needs no model: a low-priority process reads a sample
+        blind["job"] = BlindBaselineJob.from_source(
+            {"benchmark": str(cfg.benchmark), "requester_pays": cfg.requester_pays, "rows_per_part": cfg.shard_size,
+             "prefix_ids": list(prefix_ids)}, cfg.seed, cfg.benchmark)
+
+    def fingerprint(prefix_text, prefix_ids, token_freq):
+        freq = None if token_freq is None else sharding.sha256_bytes(np.ascontiguousarray(token_freq).tobytes())
+        return sharding._digest({"scoring": sharding.scoring_fingerprint(cfg, views, prefix_text),
+                                 "methods": [m.column for m in methods], "prefix_ids": list(prefix_ids),
+                                 "token_freq": freq, "plane": 2})
+
     try:
-        if rows:
-            _ensure_ray()
-            phases.lap("Ray start-up (or connect)")
-        scored = sharder.run() if rows else TOKEN_STATS_SCHEMA.empty_table()
+        run = score_benchmark(
+            benchmark=str(cfg.benchmark), requester_pays=cfg.requester_pays, rows_per_part=cfg.shard_size, dest=dest,
+            spec_for=lambda text: evaluate_spec(cfg, views, text), methods=methods, seed=cfg.seed,
+            prefix_shots=cfg.recall_shots if PREFIXED in views else 0,
+            count_tokens_of=cfg.model if "token_freq" in needs else None, token_freq=ref_freq,
+            fingerprint_for=fingerprint, resume=cfg.resume, progress=cfg.progress, on_planned=start_blind)
     except BaseException:
-        blind_job.close()  # stop the helper now rather than wait for it at exit
+        if "job" in blind:
+            blind["job"].close()  # stop the helper now rather than wait for it at exit
         raise
-    phases.lap("score (actor start-up included)")
-    token_stats = strip_prefixes(scored, TOKEN_STATS_SCHEMA)
-
-    # A row leaves as scored only if its original view was scored; otherwise it is quarantined with the error.
-    errs = token_stats.select(["id", "view", "error"]).to_pydict()
-    failed = {i: e for i, v, e in zip(errs["id"], errs["view"], errs["error"]) if v == ORIGINAL and e}
-    quarantined += [{"id": i, "stage": "score", "reason": e.split(":")[0], "detail": e} for i, e in failed.items()]
-    good = [dict(r, in_eval=r["id"] not in prefix_ids) for r in rows if r["id"] not in failed]
-    counts = {"in": n_in, "scored": len(good), "quarantined": len(quarantined),
-              "recall_prefix": len(prefix_ids & {r["id"] for r in good})}
-    if counts["in"] != counts["scored"] + counts["quarantined"]:
-        raise RuntimeError(f"row accounting does not reconcile: {counts}")
-
-    resources = {}
-    if "token_freq" in needs:
-        resources["token_freq"] = token_freq_resource(token_stats, cfg, tokenizer.result())
-        save_token_freq(resources["token_freq"], out / "token_freq.parquet")
-    pq.write_table(token_stats, out / "token_stats.parquet")
-    pq.write_table(pa.Table.from_pylist(quarantined, schema=pa.schema(
-        [("id", pa.string()), ("stage", pa.string()), ("reason", pa.string()), ("detail", pa.string())])),
-        out / "quarantine.parquet")
-    if not good:
-        raise RuntimeError(f"no row could be scored; see {out / 'quarantine.parquet'}")
-    phases.lap("token stats written")
-    scores = compute_scores(token_stats, good, methods, resources)
-    phases.lap("detectors")
+    phases.lap("survey, score, detect and write (workers)")
+    ledger = run.ledger
+    counts = {"in": ledger.rows_in, "scored": ledger.rows_out, "quarantined": ledger.quarantined,
+              "recall_prefix": len(run.prefix_ids)}
+    ledger.check("evaluate")
+    store = PartStore(dest, "")
+    columns = ["id", "label", "bucket", "in_eval", *[m.column for m in methods]]
+    scores = store.read_table("scores.parquet", columns=columns)  # ~100 bytes a row: all that crosses over
+    if scores is None or not scores.num_rows:
+        raise RuntimeError(f"no row could be scored; see {dest.child('quarantine.parquet')}")
+    counts["recall_prefix"] = int(pc.sum(pc.invert(scores.column("in_eval"))).as_py() or 0)
+    if run.token_freq is not None and "token_freq" in needs:
+        save_token_freq(run.token_freq, out / "token_freq.parquet")
+    phases.lap("read score columns")
     metrics = compute_metrics(scores, methods, seed=cfg.seed, n_bootstrap=cfg.n_bootstrap, calibrate=cfg.calibrate,
                               counts=counts)
     phases.lap("metrics")
-    blind = blind_job.result(good)
+    failed = set()
+    if ledger.reasons and run.stats["scored"]:
+        q = store.read_table("quarantine.parquet", columns=["id", "stage"])
+        failed = {i for i, st in zip(q.column("id").to_pylist(), q.column("stage").to_pylist()) if st == "score"}
+    blind_res = blind["job"].result_excluding(failed) if "job" in blind else None
     phases.lap("blind baseline (waiting for it)")
-    if blind:
-        (out / "blind_baseline.json").write_text(json.dumps(blind["result"], indent=2, default=float))
+    if blind_res:
+        (out / "blind_baseline.json").write_text(json.dumps(blind_res["result"], indent=2, default=float))
     run_info = redact({"benchmark": str(cfg.benchmark), "model": cfg.model, "ref_model": cfg.ref_model,
-                       "config": asdict(cfg), "counts": counts, "views": list(views),
-                       "recall_prefix_ids": sorted(prefix_ids), "seconds": round(time.perf_counter() - t0, 2),
-                       "shards": sharder.stats if rows else {}, "fingerprint": job_fp,
-                       "blind_baseline": blind["source"] if blind else None, "phases_s": phases.laps})
-    report = write_outputs(out, scores, metrics, methods, run_info, blind["auc"] if blind else None)
+                       "config": asdict(cfg), "counts": counts, "ledger": ledger.to_dict(), "views": list(views),
+                       "recall_prefix_ids": sorted(run.prefix_ids), "seconds": round(time.perf_counter() - t0, 2),
+                       "parts": run.stats, "survey": run.survey, "fingerprint": job_fp,
+                       "blind_baseline": blind_res["source"] if blind_res else None,
+                       "blind_baseline_sample": (blind_res or {}).get("sample"), "phases_s": phases.laps})
+    report = write_outputs(out, scores, metrics, methods, run_info, blind_res["auc"] if blind_res else None,
+                           write_scores=False)
     phases.lap("report and plots")
-    sharding.publish(dest, out, {"job": "evaluate", "fingerprint": job_fp, "counts": counts,
-                                 "run_id": sharder.run_id if rows else None})
+    sharding.publish(dest, out, {"job": "evaluate", "fingerprint": job_fp, "counts": counts, "run_id": run.run_id})
     return {"report": str(report), "metrics": metrics, "counts": counts, "seconds": run_info["seconds"],
-            "blind": blind["auc"] if blind else None, "phases_s": phases.laps}
+            "blind": blind_res["auc"] if blind_res else None, "phases_s": phases.laps}
 
 
 def _background(fn, *args):

@@ -16,6 +16,7 @@ from typing import Optional
 import numpy as np
 import typer
 
+from jobs.ledger import quarantine_table
 from jobs.report_cli import run_and_print_report
 
 
@@ -135,10 +136,7 @@ def run_unlearning_audit(cfg: UnlearningConfig) -> dict:
     }
     (out / "report.json").write_text(json.dumps(report, indent=2, default=float))
     pq.write_table(pa.Table.from_pylist(scored) if scored else pa.table({}), out / "chunks.parquet")
-    pq.write_table(pa.Table.from_pylist(
-        [{f: q.get(f) for f in ("id", "stage", "reason", "detail", "unit")} for q in quarantine],
-        schema=pa.schema([(f, pa.string()) for f in ("id", "stage", "reason", "detail", "unit")])),
-        out / "quarantine.parquet")
+    pq.write_table(quarantine_table(quarantine, context=("unit",)), out / "quarantine.parquet")
     if scored:
         _plot_ratios(ratios, cfg.tolerance, out / "ratios_hist.png")
     (out / "report.md").write_text(_markdown(report, cfg))

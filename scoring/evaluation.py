@@ -142,11 +142,12 @@ def report_table(records: Sequence[dict], blind: Mapping[str, float] | None = No
 
 
 def write_outputs(out_dir: Path, scores: pa.Table, records: list[dict], methods: Sequence[Method],
-                  run_info: Mapping, blind: Mapping[str, float] | None = None) -> Path:
+                  run_info: Mapping, blind: Mapping[str, float] | None = None, write_scores: bool = True) -> Path:
     from scoring.atomic_io import atomic_write_parquet, atomic_write_text  # no torn files, even on a crash
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_parquet(scores, out_dir / "scores.parquet")
+    if write_scores:  # evaluate's workers wrote scores.parquet/ as part files already
+        atomic_write_parquet(scores, out_dir / "scores.parquet")
     atomic_write_text(out_dir / "metrics.json", json.dumps(records, indent=2, default=float))
     atomic_write_text(out_dir / "run.json", json.dumps(run_info, indent=2, default=str))
     plots = plot_rocs(scores, methods, out_dir)

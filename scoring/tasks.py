@@ -71,8 +71,10 @@ class ScoreTask:
 # TIDEMARK_FAULT_EXIT_ON_ID=ID     fault injection: the actor process exits (os._exit, no cleanup) on a batch with ID,
 # TIDEMARK_FAULT_MAX_EXITS=N       at most N times in all (default 1), counted with files in
 # TIDEMARK_FAULT_STATE_DIR=DIR     (required with EXIT_ON_ID) so the count survives the actor's restarts.
+# TIDEMARK_FAULT_SLOW_S=SECONDS     a slow worker: sleep this long before each scored batch (cut-off tests).
 HOOK_ENV = {"score_log": "TIDEMARK_SCORE_LOG", "exit_on_id": "TIDEMARK_FAULT_EXIT_ON_ID",
-            "max_exits": "TIDEMARK_FAULT_MAX_EXITS", "state_dir": "TIDEMARK_FAULT_STATE_DIR"}
+            "max_exits": "TIDEMARK_FAULT_MAX_EXITS", "state_dir": "TIDEMARK_FAULT_STATE_DIR",
+            "slow_s": "TIDEMARK_FAULT_SLOW_S"}
 
 
 def hooks_from_env(environ=None) -> dict:
@@ -84,6 +86,10 @@ def hooks_from_env(environ=None) -> dict:
 
 
 def _injected_fault(hooks: dict, ids) -> None:
+    if hooks.get("slow_s"):
+        import time
+
+        time.sleep(float(hooks["slow_s"]))
     target = hooks.get("exit_on_id")
     if not target or target not in ids:
         return

@@ -76,7 +76,8 @@ def train_tiny_gpt2(
             order.extend(rng.permutation(n_blocks).tolist())
         idx, order = order[:batch_size], order[batch_size:]
         batch = blocks[idx]
-        loss = model(input_ids=batch, labels=batch).loss
+        with torch.enable_grad():  # load_causal_lm turns autograd off process-wide; training must not depend on it
+            loss = model(input_ids=batch, labels=batch).loss
         opt.zero_grad()
         loss.backward()
         opt.step()

@@ -64,6 +64,42 @@ def moto_s3(monkeypatch):
         yield start
 
 
+@pytest.fixture
+def moto_server(monkeypatch):
+    """`moto_server(bucket, key_id=..., secret=...)`: a moto S3 *server* on 127.0.0.1 (a free port), with boto3
+    pointed at it through AWS_ENDPOINT_URL and the given credentials in the environment. Unlike `moto_s3` (which
+    mocks boto3 inside this process only), other processes that get this environment, a `tidemark` subprocess and
+    the Ray workers it starts, reach the same buckets. Returns a boto3 client; the server stops with the test."""
+    pytest.importorskip("flask", reason="moto's server mode needs moto[server]")
+    import socket
+
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    servers = []
+
+    def start(bucket: str, key_id: str = "testing", secret: str = "testing"):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        server.start()
+        servers.append(server)
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", key_id)
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+        monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+        for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3"):
+            monkeypatch.delenv(var, raising=False)
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket=bucket)
+        return client
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
 RAY_BLOCKER = textwrap.dedent("""
     import sys
 

@@ -52,7 +52,7 @@ def evaluated(study, ray_session, tmp_path_factory):
 def test_every_output_is_written(evaluated):
     for name in ("scores.parquet", "token_stats.parquet", "metrics.json", "report.md", "roc_all.png",
                  "roc_32.png", "roc_64.png", "roc_128.png", "quarantine.parquet", "run.json"):
-        assert (evaluated / name).is_file(), name
+        assert (evaluated / name).exists(), name  # scores, token stats, quarantine: directories of part files
 
 
 def test_known_members_are_detected(evaluated):
@@ -122,3 +122,48 @@ def test_a_200k_token_text_is_windowed_not_dropped(study, ray_session, tmp_path)
     assert len(long_row["lp"]) == len(long_row["token_ids"]) - 1  # every token after the first, once
     scores = pq.read_table(out / "scores.parquet").to_pylist()
     assert len(scores) == len(rows) and np.isfinite(next(s["loss"] for s in scores if s["id"] == "long"))
+
+
+def test_scores_equal_the_one_process_reference(evaluated, study):
+    """The streaming data plane (parts read, scored, detected and written on the workers) against the scores the
+    first version computed: every row tokenised and scored in one process, the whole token-stats table in memory,
+    DC-PDD's frequencies counted over it, detectors run over all of it at once. The ReCaLL prefix is the one this
+    run chose (the rule that picks it changed on purpose: a seeded hash of ids instead of a draw from non-members
+    held in memory); with it, every detector must agree within 1e-6."""
+    from jobs.benchmark_io import read_benchmark
+    from scoring.detectors import parse_methods
+    from scoring.detectors.dc_pdd import count_tokens
+    from scoring.evaluation import compute_scores
+    from scoring.model import load_tokenizer
+    from scoring.tasks import ScoreTask, TokenizeTask
+    from scoring.tokenstats import TOKEN_STATS_SCHEMA
+    from scoring.views import ORIGINAL, strip_prefixes
+    import pyarrow as pa
+
+    rows, _ = read_benchmark(study["benchmark"])
+    run = json.loads((evaluated / "run.json").read_text())
+    prefix_ids = run["recall_prefix_ids"]
+    prefix_text = "\n\n".join(r["input"] for r in rows if r["id"] in set(prefix_ids)) + "\n\n"
+    methods = [m for m in parse_methods("all") if m.name != "ref"]
+    views = tuple(run["views"])
+    texts = pa.Table.from_pylist([{"id": r["id"], "input": r["input"]} for r in rows])
+    tokens = TokenizeTask(study["model"], views, prefix_text)(texts)
+    scored = ScoreTask(study["model"])(tokens)
+    token_stats = strip_prefixes(scored, TOKEN_STATS_SCHEMA)
+    orig = [t for v, t in zip(token_stats.column("view").to_pylist(), token_stats.column("token_ids").to_pylist())
+            if v == ORIGINAL]
+    freq = count_tokens(orig, len(load_tokenizer(study["model"])))
+    good = [dict(r, in_eval=r["id"] not in set(prefix_ids)) for r in rows]
+    want = compute_scores(token_stats, good, methods, {"token_freq": freq}).to_pandas().set_index("id")
+    got = pq.read_table(evaluated / "scores.parquet").to_pandas().set_index("id")
+    assert sorted(got.index) == sorted(want.index)
+    got = got.loc[want.index]
+    for col in want.columns:
+        if want[col].dtype.kind == "f":
+            np.testing.assert_allclose(got[col].to_numpy(), want[col].to_numpy(), atol=1e-6, rtol=0,
+                                       equal_nan=True, err_msg=col)
+        else:
+            assert got[col].tolist() == want[col].tolist(), col
+    ts = pq.read_table(evaluated / "token_stats.parquet", columns=["id", "view", "lp"])
+    assert [(i, v) for i, v in zip(ts.column("id").to_pylist(), ts.column("view").to_pylist())] == [
+        (i, v) for i, v in zip(token_stats.column("id").to_pylist(), token_stats.column("view").to_pylist())]

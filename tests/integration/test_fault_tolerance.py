@@ -4,7 +4,7 @@
   equals a clean run's and the accounting holds;
 - a row that kills its worker every time is quarantined with the error; every other row is scored as in a clean
   run;
-- a job cut off after two shards resumes: it scores only the rest (scorer calls counted from the score log) and
+- a job cut off after two parts resumes: it scores only the rest (scorer calls counted from the score log) and
   writes output identical to an uninterrupted run; re-running the finished job is a no-op.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs.evaluate import EvaluateConfig, run_evaluate
-from jobs.shards import ABORT_ENV, InjectedAbort
+from jobs.part_scoring import ABORT_ENV, InjectedAbort
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -77,13 +77,15 @@ def assert_accounting(out: Path, n_in: int) -> dict:
     return run
 
 
-def test_clean_run_is_sharded_and_accounted(clean, study):
+def test_clean_run_is_split_into_parts_and_accounted(clean, study):
     out = clean["out"]
-    assert_accounting(out, 18)
-    markers = sorted((out / "shards").glob("*.done.json"))
-    assert len(markers) == 5  # 18 rows / 4 per shard
+    run = assert_accounting(out, 18)
+    markers = sorted((out / "_parts").glob("*.done.json"))
+    assert len(markers) == run["parts"]["parts"] >= 3  # ~4 rows a part, cut by bytes
     infos = [json.loads(m.read_text()) for m in markers]
-    assert [i["rows"] for i in infos] == [4, 4, 4, 4, 2] and all(i["token_rows"] == 2 * i["rows"] for i in infos)
+    assert sum(i["rows_in"] for i in infos) == 18 and all(i["token_rows"] == 2 * i["scored"] for i in infos)
+    assert [p.name for p in sorted((out / "token_stats.parquet").glob("*.parquet"))] == [
+        m.name.replace(".done.json", ".parquet") for m in markers]
     scored = [i for line in clean["log"] for i in line["ids"]]
     assert sorted(scored) == sorted(study["ids"] * 2)  # each row scored once per view, nothing twice
 
@@ -97,7 +99,7 @@ def test_an_actor_killed_mid_job_is_restarted_and_output_equals_a_clean_run(clea
     exits = list(state.glob("exit-*"))
     assert len(exits) == 1 and exits[0].read_text() == victim  # the actor really died, once
     run = assert_accounting(tmp_path / "out", 18)
-    assert result["counts"]["quarantined"] == 0 and run["shards"]["pipeline_failures"] == 0  # Ray recovered
+    assert result["counts"]["quarantined"] == 0 and run["parts"]["pipeline_failures"] == 0  # Ray recovered
     assert_same_outputs(clean["out"], tmp_path / "out")
 
 
@@ -108,25 +110,25 @@ def test_a_row_that_always_kills_its_worker_is_quarantined(clean, study, tmp_pat
     monkeypatch.setenv("TIDEMARK_FAULT_STATE_DIR", str(tmp_path / "fault"))
     evaluate(study, tmp_path / "out")
     run = assert_accounting(tmp_path / "out", 18)
-    assert run["counts"]["quarantined"] == 1 and run["shards"]["rows_worker_failed"] == 1
+    assert run["counts"]["quarantined"] == 1 and run["parts"]["rows_worker_failed"] == 1
     q = pq.read_table(tmp_path / "out" / "quarantine.parquet").to_pylist()
     assert [(r["id"], r["stage"], r["reason"]) for r in q] == [(poison, "score", "worker_failed")]
     assert q[0]["detail"].startswith("worker_failed: ") and len(q[0]["detail"]) > len("worker_failed: ")
     assert_same_outputs(clean["out"], tmp_path / "out", skip_ids=frozenset({poison}))
 
 
-def test_an_interrupted_job_resumes_without_rescoring_finished_shards(clean, study, tmp_path, monkeypatch):
+def test_an_interrupted_job_resumes_without_rescoring_finished_parts(clean, study, tmp_path, monkeypatch):
     out = tmp_path / "out"
     monkeypatch.setenv(ABORT_ENV, "2")
     monkeypatch.setenv("TIDEMARK_SCORE_LOG", str(tmp_path / "run1.log"))
     with pytest.raises(InjectedAbort):
         evaluate(study, out)
-    assert not (out / "_SUCCESS").exists() and not (out / "token_stats.parquet").exists()
-    done = {p.name.split(".")[0]: json.loads(p.read_text()) for p in (out / "shards").glob("*.done.json")}
-    assert len(done) >= 2
-    finished_ids = {i for name in done for i in pq.read_table(out / "shards" / f"{name}.parquet")
-                    .column("id").to_pylist()}
-    before = {name: (out / "shards" / f"{name}.parquet").read_bytes() for name in done}
+    assert not (out / "_SUCCESS").exists() and not (out / "metrics.json").exists()
+    done = {p.name.split(".")[0]: json.loads(p.read_text()) for p in (out / "_parts").glob("*.done.json")}
+    assert len(done) == 2  # the driver commits parts: none after the abort
+    ts_dir = out / "token_stats.parquet"
+    finished_ids = {i for name in done for i in pq.read_table(ts_dir / f"{name}.parquet").column("id").to_pylist()}
+    before = {name: (ts_dir / f"{name}.parquet").read_bytes() for name in done}
 
     monkeypatch.delenv(ABORT_ENV)
     monkeypatch.setenv("TIDEMARK_SCORE_LOG", str(tmp_path / "run2.log"))
@@ -136,9 +138,9 @@ def test_an_interrupted_job_resumes_without_rescoring_finished_shards(clean, stu
     assert rescored and not rescored & finished_ids  # finished shards were not scored again
     assert rescored == set(study["ids"]) - finished_ids
     assert result["counts"]["scored"] == 18
-    assert json.loads((out / "run.json").read_text())["shards"]["reused"] == len(done)
-    for name, data in before.items():  # finished shard files untouched
-        assert (out / "shards" / f"{name}.parquet").read_bytes() == data
+    assert json.loads((out / "run.json").read_text())["parts"]["reused"] == len(done)
+    for name, data in before.items():  # finished part files untouched
+        assert (ts_dir / f"{name}.parquet").read_bytes() == data
     # Scorer calls: on CPU the scorer runs one window per forward pass, so a row's passes are its `n_windows`.
     # A clean run makes one per window of every row; the resumed run exactly those of the rows it had left.
     windows = {}
@@ -157,3 +159,43 @@ def test_an_interrupted_job_resumes_without_rescoring_finished_shards(clean, stu
     assert again.get("skipped") is True and again["counts"] == result["counts"]
     assert not (tmp_path / "run3.log").exists()
     assert (out / "token_stats.parquet").stat().st_mtime_ns == stamp
+
+
+def test_a_job_cut_by_sigterm_resumes_from_its_committed_parts(clean, study, tmp_path):
+    """`tidemark evaluate` as its own process (its own local Ray), killed with SIGTERM from outside once two parts
+    are committed; the same command then scores only the other parts and ends equal to an uninterrupted run."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "out"
+    cmd = [str(Path(sys.executable).parent / "tidemark"), "evaluate", "--benchmark", study["benchmark"],
+           "--model", study["model"], "--out", str(out), "--methods", METHODS, "--shard-size", str(SHARD),
+           "--quiet"]
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["TIDEMARK_FAULT_SLOW_S"] = "1.5"  # a slow worker, so the cut lands mid-job
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while len(list((out / "_parts").glob("*.done.json"))) < 2:
+        assert proc.poll() is None, proc.stderr.read()[-3000:]
+        assert time.monotonic() < deadline, "no part was committed in 5 minutes"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=120)
+    assert not (out / "_SUCCESS").exists()
+    done = {p.name.split(".")[0] for p in (out / "_parts").glob("*.done.json")}
+    assert 2 <= len(done) < 5
+    finished_ids = {i for name in done
+                    for i in pq.read_table(out / "token_stats.parquet" / f"{name}.parquet").column("id").to_pylist()}
+
+    env.pop("TIDEMARK_FAULT_SLOW_S")
+    env["TIDEMARK_SCORE_LOG"] = str(tmp_path / "resume.log")
+    again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    rescored = {i for line in score_log(tmp_path / "resume.log") for i in line["ids"]}
+    assert rescored == set(study["ids"]) - finished_ids  # none of the committed parts was scored again
+    run = assert_accounting(out, 18)
+    assert run["parts"]["reused"] == len(done)
+    assert_same_outputs(clean["out"], out)

