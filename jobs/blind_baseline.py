@@ -47,7 +47,7 @@ def has_stored_audit(benchmark: str | None) -> bool:
     return bool(benchmark) and not str(benchmark).startswith("s3://") and (Path(benchmark) / "manifest.json").is_file()
 
 
-BLIND_SAMPLE_CAP = 200_000  # rows; above this the baseline is fitted on a seeded sample, recorded in the report
+BLIND_SAMPLE_CAP = 20_000  # rows; above this the baseline is fitted on a seeded sample, recorded in the report
 
 
 def sample_rows(source: dict, seed: int) -> tuple[list[dict], dict]:
