@@ -92,9 +92,12 @@ def run_evaluate(bench: Path, model: str, out: Path, methods: str) -> dict:
     if proc.returncode != 0:
         raise RuntimeError(f"evaluate failed ({proc.returncode}): {err[-3000:]}")
     run = json.loads((out / "run.json").read_text())
+    step = max(1, len(rss.samples) // 200)  # keep ~200 samples of the RSS timeline
     return {"wall_s": round(wall, 2), "driver_peak_mb": round(rss.driver_peak / 2**20, 1),
             "workers_peak_mb": round(rss.workers_peak / 2**20, 1), "counts": run["counts"],
-            "phases_s": run["phases_s"], "parts": run["parts"]["parts"]}
+            "phases_s": run["phases_s"], "parts": run["parts"]["parts"],
+            "detect_write_s": run["parts"]["detect_write_s"],
+            "rss_timeline_mb": [[t, round(d / 2**20, 1), round(w / 2**20, 1)] for t, d, w in rss.samples[::step]]}
 
 
 def bare_loop_per_row(model_dir: str, texts: list[str]) -> float:
@@ -102,6 +105,14 @@ def bare_loop_per_row(model_dir: str, texts: list[str]) -> float:
 
     res = bare_loop(model_dir, texts)
     return res["loop_s"] / len(texts)
+
+
+def bare_scorer_per_row(model_dir: str, texts: list[str]) -> float:
+    """Tidemark's Scorer in this process, no Ray, no I/O: tokenise and compute the five per-token stats (the loop
+    computes one). Separates what the statistics cost from what the pipeline adds."""
+    from bench.e2e_bench import bare_scorer
+
+    return bare_scorer(model_dir, texts)["tokenize_and_score_s"] / len(texts)
 
 
 def main(argv=None) -> int:
@@ -137,6 +148,7 @@ def main(argv=None) -> int:
             log(f"  {res['wall_s']} s, driver peak {res['driver_peak_mb']} MB, workers {res['workers_peak_mb']} MB")
     loop_after = bare_loop_per_row(model, texts)
     loop = min(loop_before, loop_after)  # this VM's speed drifts: the faster loop is the conservative reference
+    scorer = bare_scorer_per_row(model, texts)
 
     def slope(r: dict) -> dict:
         ns = sorted(r)
@@ -148,6 +160,7 @@ def main(argv=None) -> int:
 
     five = runs.get("five", {})
     summary = {"bare_loop_s_per_row": loop, "bare_loop_runs_s_per_row": [loop_before, loop_after],
+               "bare_scorer_s_per_row": scorer, "bare_scorer_x_bare_loop": round(scorer / loop, 2),
                "marginal": slope(five), "marginal_all_methods": slope(runs.get("all", {})),
                "driver_peak_ratio_largest_vs_smallest": round(five[max(five)]["driver_peak_mb"]
                                                               / five[min(five)]["driver_peak_mb"], 3) if five else None}

@@ -66,10 +66,10 @@ def compute_metrics(scores: pa.Table, methods: Sequence[Method], *, seed: int = 
                     counts: Mapping[str, int] | None = None) -> list[dict]:
     """metrics.json: one record per method × bucket (and "all"). Each record also carries a threshold calibrated
     on a stratified calibration part of that bucket and its accuracy/F1/TPR/FPR on the rest."""
-    labels_all = np.asarray(scores.column("label").to_pylist(), dtype=np.int64)
+    labels_all = scores.column("label").to_numpy().astype(np.int64)
     records = []
     for m in methods:
-        s_all = np.asarray(scores.column(m.column).to_pylist(), dtype=np.float64)
+        s_all = scores.column(m.column).to_numpy().astype(np.float64)
         for bucket, mask in _groups(scores):
             y, s = labels_all[mask], s_all[mask]
             rec = {"method": m.name, "params": dict(m.params), "column": m.column, "bucket": bucket,
@@ -95,7 +95,7 @@ def plot_rocs(scores: pa.Table, methods: Sequence[Method], out_dir: Path) -> lis
     import matplotlib.pyplot as plt
     from sklearn.metrics import auc, roc_curve
 
-    labels = np.asarray(scores.column("label").to_pylist(), dtype=np.int64)
+    labels = scores.column("label").to_numpy().astype(np.int64)
     paths = []
     for bucket, mask in _groups(scores):
         y = labels[mask]
@@ -103,7 +103,7 @@ def plot_rocs(scores: pa.Table, methods: Sequence[Method], out_dir: Path) -> lis
             continue
         fig, ax = plt.subplots(figsize=(5.5, 5))
         for m in methods:
-            s = np.asarray(scores.column(m.column).to_pylist(), dtype=np.float64)[mask]
+            s = scores.column(m.column).to_numpy().astype(np.float64)[mask]
             ok = np.isfinite(s)
             if not (0 < y[ok].sum() < ok.sum()):
                 continue

@@ -53,8 +53,8 @@ def bootstrap_auc_ci(labels, scores, n: int = 1000, seed: int = 0, alpha: float 
     return (float(lo), float(hi))
 
 
-def _rows_per_block(size: int, budget: int = 1 << 22) -> int:
-    """Resamples per block so that a block's [resamples, size] arrays stay ~32 MB (4M float64) at any size."""
+def _rows_per_block(size: int, budget: int = 1 << 20) -> int:
+    """Resamples per block so that a block's [resamples, size] arrays stay ~8 MB (1M float64) at any size."""
     return max(1, min(64, budget // max(1, size)))
 
 
