@@ -146,25 +146,16 @@ def token_freq_resource(token_stats, cfg: EvaluateConfig, tok=None) -> np.ndarra
 
 
 def input_identity(benchmark: str, requester_pays: bool) -> list:
-    """What identifies the benchmark's content without holding it: each file's sha256, streamed (local), or its
-    size and ETag (S3)."""
+    """What identifies the benchmark's content without holding it: each file's name, size and digest (streamed md5
+    locally, the ETag on S3; `curation.sources.storage.describe`)."""
     from curation.sources import storage
     from jobs.benchmark_parts import _files
 
     opts = {"requester_pays": True} if requester_pays else {}
     out = []
     for f in _files(str(benchmark), requester_pays):
-        if f.startswith("s3://"):
-            d = storage.describe(f, **opts)
-            out.append([f, d["bytes"], d.get("etag")])
-        else:
-            import hashlib
-
-            h = hashlib.sha256()
-            with open(f, "rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(chunk)
-            out.append([os.path.basename(f), h.hexdigest()])
+        d = storage.describe(f, **opts)
+        out.append([f if f.startswith("s3://") else os.path.basename(f), d["bytes"], d.get("etag") or d.get("md5")])
     return out
 
 
@@ -189,7 +180,7 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     from jobs import shards as sharding
     from jobs.blind_baseline import BlindBaselineJob
     from jobs.part_scoring import score_benchmark
-    from jobs.part_store import PartStore
+    from jobs.part_store import read_parts
     from jobs.redact import redact
     from scoring.evaluation import compute_metrics, save_token_freq, write_outputs
     from scoring.views import ORIGINAL, PREFIXED
@@ -248,9 +239,8 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     counts = {"in": ledger.rows_in, "scored": ledger.rows_out, "quarantined": ledger.quarantined,
               "recall_prefix": len(run.prefix_ids)}
     ledger.check("evaluate")
-    store = PartStore(dest, "")
     columns = ["id", "label", "bucket", "in_eval", *[m.column for m in methods]]
-    scores = store.read_table("scores.parquet", columns=columns)  # ~100 bytes a row: all that crosses over
+    scores = read_parts(dest, "scores.parquet", columns)  # ~100 bytes a row: all that crosses over
     if scores is None or not scores.num_rows:
         raise RuntimeError(f"no row could be scored; see {dest.child('quarantine.parquet')}")
     counts["recall_prefix"] = int(pc.sum(pc.invert(scores.column("in_eval"))).as_py() or 0)
@@ -262,7 +252,7 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     phases.lap("metrics")
     failed = set()
     if ledger.reasons and run.stats["scored"]:
-        q = store.read_table("quarantine.parquet", columns=["id", "stage"])
+        q = read_parts(dest, "quarantine.parquet", ["id", "stage"])
         failed = {i for i, st in zip(q.column("id").to_pylist(), q.column("stage").to_pylist()) if st == "score"}
     blind_res = blind["job"].result_excluding(failed) if "job" in blind else None
     phases.lap("blind baseline (waiting for it)")
@@ -280,16 +270,6 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     sharding.publish(dest, out, {"job": "evaluate", "fingerprint": job_fp, "counts": counts, "run_id": run.run_id})
     return {"report": str(report), "metrics": metrics, "counts": counts, "seconds": run_info["seconds"],
             "blind": blind_res["auc"] if blind_res else None, "phases_s": phases.laps}
-
-
-def _background(fn, *args):
-    """Run `fn(*args)` in a daemon thread; `.result()` waits for it and re-raises its exception."""
-    import concurrent.futures as cf
-
-    pool = cf.ThreadPoolExecutor(1, thread_name_prefix="tidemark-prefetch")
-    future = pool.submit(fn, *args)
-    pool.shutdown(wait=False)
-    return future
 
 
 class PhaseClock:

@@ -55,13 +55,13 @@ class PartStore:
                 if rel.rsplit("/", 1)[-1].split(".")[0] not in keep_names:
                     self.dest.delete(rel)
 
-    def read_table(self, under: str, columns=None) -> pa.Table:
-        """Concatenate a part directory in part order (only `columns` when given)."""
-        import pyarrow.parquet as pq
 
-        names = [n for n in self.dest.list(under) if n.endswith(".parquet")]
-        tables = []
-        for n in names:
-            src = self.dest.root / n if not self.dest.s3 else io.BytesIO(self.dest.read_bytes(n))
-            tables.append(pq.read_table(src, columns=columns))
-        return pa.concat_tables(tables) if tables else None
+def read_parts(dest: Location, under: str, columns=None) -> pa.Table | None:
+    """A part directory (`scores.parquet`, ...) as one table in part order, only `columns` when given; None when
+    it holds no part."""
+    import pyarrow.parquet as pq
+
+    names = [n for n in dest.list(under) if n.endswith(".parquet")]
+    tables = [pq.read_table(io.BytesIO(dest.read_bytes(n)) if dest.s3 else dest.root / n, columns=columns)
+              for n in names]
+    return pa.concat_tables(tables) if tables else None
