@@ -1,8 +1,9 @@
 """`tidemark audit`: what share of a corpus (books, papers, a benchmark) did a model train on?
 
 Calibrate a detector's threshold on known members and non-members, cut every target document into seeded
-random snippets, score all snippets on the Ray actor pool (`jobs.evaluate.score_on_ray`, the same pipeline as
-`evaluate`), then report per-document contamination rates with binomial CIs, the corpus mean, the flagged share,
+random snippets on the workers (jobs/audit_staging.py), score them part by part on the scoring pool that
+`evaluate` uses (jobs/part_scoring.py), aggregate the score columns on the driver (jobs/audit_results.py), then
+report per-document contamination rates with binomial CIs, the corpus mean, the flagged share,
 the FPR-corrected share and evidence. The arithmetic lives in scoring/audit.py and scoring/proportions.py.
 """
 from __future__ import annotations
@@ -48,6 +49,8 @@ class AuditConfig:
     stride: Optional[int] = None
     ref_model: Optional[str] = None
     ref_corpus: Optional[str] = None
+    shard_size: int = 1000  # snippets per scoring part (the unit of work, writing and resume)
+    report_documents: int = 1000  # documents listed with evidence in report.json (all are in documents.parquet)
     progress: bool = True
 
 
@@ -66,78 +69,38 @@ def resolve_detector(spec: str, ref_model: str | None):
     return method
 
 
-def score_rows_on_pool(rows: list[dict], *, model: str, views: tuple[str, ...], ref_model: str | None = None,
-                       actors: int = 1, gpus_per_actor: float = 0.0, batch_size: int | None = None,
-                       context: int | None = None, stride: int | None = None, progress: bool = True):
-    """Score text rows {id, input} on the Ray actor pool of `evaluate`. Returns (token-stats table, {id: error})
-    where the error map names rows whose original (or ref) view failed."""
-    from jobs.evaluate import EvaluateConfig, score_on_ray
-    from scoring.tokenstats import TOKEN_STATS_SCHEMA
+def audit_spec(cfg: AuditConfig, method):
+    """What the audit asks of the scoring pool: the target model's views, and the reference model's if needed."""
+    from jobs.scoring_pool import ModelBranch, ScoringSpec
+    from scoring.tasks import hooks_from_env
 
-    cfg = EvaluateConfig(benchmark="(audit)", model=model, out="", ref_model=ref_model, actors=actors,
-                         gpus_per_actor=gpus_per_actor, batch_size=batch_size, context=context, stride=stride,
-                         progress=progress)
-    scored = score_on_ray(rows, cfg, views, None)
-    # No ReCaLL prefix here, so only the scorer's `prefix_len` column goes; the per-token lists stay in Arrow.
-    token_stats = scored.select(TOKEN_STATS_SCHEMA.names).cast(TOKEN_STATS_SCHEMA)
-    meta = scored.select(["id", "view", "error"]).to_pydict()
-    failed = {i: f"{v}: {e}" for i, v, e in zip(meta["id"], meta["view"], meta["error"])
-              if v in ("original", "ref") and e}
-    seen = set(meta["id"])
-    failed.update({r["id"]: "missing: the pipeline returned no row" for r in rows if r["id"] not in seen})
-    return token_stats, failed
+    views = ("original", *[v for v in method.needs if v not in ("ref", "token_freq")])
+    branches = [ModelBranch(cfg.model, views)]
+    if "ref" in method.needs:
+        branches.append(ModelBranch(cfg.ref_model, ("original",), rename_original="ref"))
+    return ScoringSpec(tuple(branches), context=cfg.context, stride=cfg.stride, max_batch_size=cfg.batch_size,
+                       actors=cfg.actors, gpus_per_actor=cfg.gpus_per_actor, hooks=hooks_from_env())
 
 
-def _read_calibration(cfg: AuditConfig, q: list[dict]) -> tuple[list[dict], dict]:
-    """Labelled calibration snippets (label, doc_id as the cluster) and their counts."""
-    from jobs.doc_inputs import read_documents
-    from scoring.audit import plan_snippets
+def staging_tasks(cfg: AuditConfig, benchmark: bool) -> list[dict]:
+    from jobs.audit_staging import plan_tasks
 
-    snippets, n_in = [], 0
+    common = {"snippets": cfg.snippets, "snippet_words": cfg.snippet_words, "min_words": cfg.min_words,
+              "seed": cfg.seed}
+    tasks = plan_tasks("target", cfg.target, id_prefix="", label=-1, whole=benchmark, **common)
     if cfg.calibration:
         # A release directory: its rows are under data/ (excluded/ holds the dropped rows, which have no label).
         spec = Path(cfg.calibration)
         spec = spec / "data" if spec.is_dir() and (spec / "data").is_dir() else spec
-        docs, bad = read_documents(str(spec), min_words=cfg.min_words, id_prefix="calib:")
-        n_in = len(docs) + len(bad)
-        for d in docs:
-            try:
-                label = int(d["label"])
-                if label not in (0, 1) or float(d["label"]) != label:
-                    raise ValueError
-            except (TypeError, ValueError):
-                bad.append({"id": d["id"], "stage": "read", "reason": "bad_label",
-                            "detail": f"label={d['label']!r} (need 1 = member or 0 = non-member)"})
-                continue
-            snippets += [dict(s, label=label) for s in plan_snippets(d, 1, cfg.snippet_words, cfg.seed, whole=True)]
-        source = f"benchmark {cfg.calibration}"
+        tasks += plan_tasks("calibration", str(spec), id_prefix="calib:", label=None, whole=True, **common)
     else:
-        bad = []
         for label, spec in ((1, cfg.calib_members), (0, cfg.calib_nonmembers)):
-            docs, b = read_documents(spec, min_words=cfg.min_words, id_prefix=f"calib{label}:")
-            bad += b
-            n_in += len(docs) + len(b)
-            for d in docs:
-                snippets += [dict(s, label=label) for s in plan_snippets(d, cfg.snippets, cfg.snippet_words, cfg.seed)]
-        source = f"members {cfg.calib_members}, non-members {cfg.calib_nonmembers}"
-    q += [dict(b, role="calibration", unit="document") for b in bad]
-    return snippets, {"documents_in": n_in, "source": source}
+            tasks += [dict(t, task=t["task"] + 100_000 * label) for t in
+                      plan_tasks("calibration", spec, id_prefix=f"calib{label}:", label=label, whole=False, **common)]
+    return tasks
 
 
-def run_audit(cfg: AuditConfig) -> dict:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    from tqdm import tqdm
-
-    from jobs.corpus_io import iter_texts
-    from jobs.doc_inputs import ROW_SUFFIXES, read_documents
-    from jobs.shards import open_output, publish
-    from scoring.audit import (NgramIndex, calibrate, corpus_summary, document_rates, plan_snippets,
-                               plot_rates, plot_scores, report_markdown)
-    from scoring.evaluation import compute_scores
-    from scoring.metrics import roc_auc
-
-    t0 = time.perf_counter()
+def _validate(cfg: AuditConfig):
     if bool(cfg.calibration) == bool(cfg.calib_members or cfg.calib_nonmembers):
         raise typer.BadParameter("give either --calibration FILE or both --calib-members and --calib-nonmembers")
     if not cfg.calibration and not (cfg.calib_members and cfg.calib_nonmembers):
@@ -146,161 +109,224 @@ def run_audit(cfg: AuditConfig) -> dict:
         raise typer.BadParameter("--objective must be accuracy or fpr")
     if cfg.snippets < 1 or cfg.snippet_words < 1:
         raise typer.BadParameter("--snippets and --snippet-words must be positive")
-    method = resolve_detector(cfg.detector, cfg.ref_model)
+    return resolve_detector(cfg.detector, cfg.ref_model)
+
+
+def run_audit(cfg: AuditConfig) -> dict:
+    """Plan on the driver; snippets are cut (jobs/audit_staging.py) and scored (jobs/part_scoring.py) on the
+    workers; the driver aggregates score columns (jobs/audit_results.py)."""
+    import pyarrow.parquet as pq
+    from tqdm import tqdm
+
+    from jobs import audit_results as results
+    from jobs.audit_staging import fetch_texts, run_staging
+    from jobs.corpus_io import iter_texts
+    from jobs.doc_inputs import ROW_SUFFIXES, document_files
+    from jobs.evaluate import PhaseClock, _ensure_ray, token_freq_from_corpus
+    from jobs.part_scoring import score_benchmark
+    from jobs.part_store import read_parts
+    from jobs.shards import _digest, model_identity, open_output, publish, tool_version
+    from jobs.storage_io import Location
+    from scoring.audit import NgramIndex, calibrate, corpus_summary, plot_rates, plot_scores, report_markdown
+    from scoring.audit import top_snippets
+    from scoring.metrics import roc_auc
+
+    t0 = time.perf_counter()
+    phases = PhaseClock()
+    method = _validate(cfg)
     dest, out = open_output(cfg.out)  # a local directory or an s3:// prefix; `_SUCCESS` is written last
+    files, _ = document_files(cfg.target)
+    benchmark = all(f.suffix.lower() in ROW_SUFFIXES for f in files)
+    index = None
+    if cfg.reference_corpus:  # built once here (8 bytes per distinct n-gram) and shipped to the staging tasks
+        index = NgramIndex(tqdm(iter_texts(cfg.reference_corpus), desc="reference n-grams", disable=not cfg.progress),
+                           n=cfg.ngram)
+    tasks = staging_tasks(cfg, benchmark)
+    phases.lap("plan")
+    _ensure_ray()
+    dest.delete_tree("_staging")
+    staged = run_staging(tasks, dest.uri, index, cfg.progress)
+    phases.lap("snippets (workers)")
+    n_staged = {r: sum(s["snippets"] for s in staged if s["role"] == r) for r in ("target", "calibration")}
+    if not n_staged["target"]:
+        raise RuntimeError(f"no readable target document in {cfg.target} "
+                           f"({sum(s['documents_quarantined'] for s in staged if s['role'] == 'target')} quarantined)")
 
-    quarantine: list[dict] = []
-    docs, bad = read_documents(cfg.target, min_words=cfg.min_words)
-    quarantine += [dict(b, role="target", unit="document") for b in bad]
-    target_in = len(docs) + len(bad)
-    if not docs:
-        raise RuntimeError(f"no readable target document in {cfg.target} ({len(bad)} quarantined)")
-    benchmark = all(Path(d["path"]).suffix.lower() in ROW_SUFFIXES for d in docs)
-    target_snips = [s for d in tqdm(docs, desc="snippets", disable=not cfg.progress)
-                    for s in plan_snippets(d, cfg.snippets, cfg.snippet_words, cfg.seed, whole=benchmark)]
-    calib_snips, calib_counts = _read_calibration(cfg, quarantine)
+    scoring = Location(dest.child("scoring"))
+    ref_freq = token_freq_from_corpus(cfg.model, cfg.ref_corpus) if (
+        "token_freq" in method.needs and cfg.ref_corpus) else None
+    settings = {k: v for k, v in asdict(cfg).items() if k in (
+        "detector", "snippets", "snippet_words", "min_words", "seed", "context", "stride", "batch_size",
+        "actors", "gpus_per_actor")}
 
-    # One pipeline for both sets: the model loads once per actor.
-    for i, s in enumerate(target_snips):
-        s["sid"], s["role"], s["label"] = f"t{i}", "target", -1
-    for i, s in enumerate(calib_snips):
-        s["sid"], s["role"] = f"c{i}", "calibration"
-    all_snips = target_snips + calib_snips
-    views = ("original", *[v for v in method.needs if v not in ("ref", "token_freq")])
-    token_stats, failed = score_rows_on_pool(
-        [{"id": s["sid"], "input": s["text"]} for s in all_snips], model=cfg.model, views=views,
-        ref_model=cfg.ref_model if "ref" in method.needs else None, actors=cfg.actors,
-        gpus_per_actor=cfg.gpus_per_actor, batch_size=cfg.batch_size, context=cfg.context, stride=cfg.stride,
-        progress=cfg.progress)
-    resources = {}
-    if "token_freq" in method.needs:
-        from jobs.evaluate import EvaluateConfig, token_freq_resource
+    def fingerprint(prefix_text, prefix_ids, token_freq):
+        from jobs.shards import sha256_bytes
 
-        resources["token_freq"] = token_freq_resource(token_stats, EvaluateConfig(
-            benchmark="", model=cfg.model, out="", ref_corpus=cfg.ref_corpus))
-    ok = [s for s in all_snips if s["sid"] not in failed]
-    scores = compute_scores(token_stats, [{"id": s["sid"], "label": s["label"]} for s in ok], [method], resources)
-    by_sid = dict(zip(scores.column("id").to_pylist(), scores.column(method.column).to_pylist()))
-    for s in all_snips:
-        if s["sid"] in failed:
-            reason, detail = "score_failed", failed[s["sid"]]
-        elif not np.isfinite(by_sid[s["sid"]]):
-            reason, detail = "no_score", f"{method.column} is NaN (too few tokens?)"
-        else:
-            s["score"] = float(by_sid[s["sid"]])
-            continue
-        quarantine.append({"id": f"{s['doc_id']}#snippet{s['index']}", "stage": "score", "reason": reason,
-                           "detail": detail[:300], "role": s["role"], "unit": "snippet"})
-    t_scored = [s for s in target_snips if "score" in s]
-    c_scored = [s for s in calib_snips if "score" in s]
+        freq = None if token_freq is None else sha256_bytes(np.ascontiguousarray(token_freq).tobytes())
+        return _digest({"settings": settings, "model": model_identity(cfg.model),
+                        "ref_model": model_identity(cfg.ref_model), "token_freq": freq, "tool": tool_version()})
 
-    # Calibrate: threshold, and TPR/FPR at it with documents as clusters.
-    c_labels = [s["label"] for s in c_scored]
-    try:
-        calib = calibrate(c_labels, [s["score"] for s in c_scored], [s["doc_id"] for s in c_scored],
-                          objective=cfg.objective, target_fpr=cfg.target_fpr)
+    run = score_benchmark(benchmark=dest.child("_staging/snippets"), requester_pays=False,
+                          rows_per_part=cfg.shard_size, dest=scoring, spec_for=lambda _: audit_spec(cfg, method),
+                          methods=[method], seed=cfg.seed, count_tokens_of=cfg.model if "token_freq" in method.needs
+                          else None, token_freq=ref_freq, fingerprint_for=fingerprint, progress=cfg.progress)
+    run.ledger.check("audit scoring")
+    phases.lap("score (workers)")
+
+    scores = read_parts(scoring, "scores.parquet", ["id", "label", "bucket", method.column])
+    if scores is None:
+        raise RuntimeError(f"no snippet could be scored; see {scoring.child('quarantine.parquet')}")
+    tgt = results.role_scores(scores, method.column, "target")
+    cal = results.role_scores(scores, method.column, "calibration")
+    try:  # the threshold, and TPR/FPR at it with documents as clusters
+        calib = calibrate(cal.labels, cal.scores, cal.codes, objective=cfg.objective, target_fpr=cfg.target_fpr)
     except ValueError as exc:
         raise RuntimeError(f"calibration failed: {exc}") from None
     th = calib.threshold.value
-    c_flags = np.asarray([s["score"] >= th for s in c_scored], dtype=np.int64)
-    c_y = np.asarray(c_labels)
-    c_clusters = np.asarray([s["doc_id"] for s in c_scored], dtype=object)
+    documents, unscored, duplicates = results.documents_table(dest, "target", tgt, th, cfg.ci)
+    listed = results.report_rows(documents, cfg.report_documents)
+    want_codes = np.asarray(pc_index(tgt.doc_ids, listed["id"]), dtype=np.int64)
+    top = top_snippets(tgt.codes, tgt.scores, cfg.top_k, wanted=want_codes)
+    top_ids = {code: [tgt.ids[j].as_py() for j in js] for code, js in top.items()}
+    score_of = {tgt.ids[j].as_py(): float(tgt.scores[j]) for js in top.values() for j in js}
+    wanted = {sid for sids in top_ids.values() for sid in sids}
+    phases.lap("rates")
 
-    documents = document_rates(t_scored, th, cfg.ci, cfg.top_k)
-    scored_ids = {d["id"] for d in documents}
-    for d in docs:
-        if d["id"] not in scored_ids:
-            quarantine.append({"id": d["id"], "stage": "score", "reason": "score_failed",
-                               "detail": "no snippet of this document could be scored", "role": "target",
-                               "unit": "document"})
-    meta = {d["id"]: d for d in docs}
-    for d in documents:
-        d["path"], d["n_words"] = meta[d["id"]]["path"], meta[d["id"]]["n_words"]
-    if cfg.reference_corpus:
-        index = NgramIndex(tqdm(iter_texts(cfg.reference_corpus), desc="reference n-grams", disable=not cfg.progress),
-                           n=cfg.ngram)
-        for d in documents:
-            d["ngram_overlap"] = index.overlap(meta[d["id"]]["text"])
+    names = [n for s in staged for n in s["files"]]
+    snip = results.snippet_pass(dest, names, scores, method.column, th, wanted, out / "snippets.parquet")
+    by_file: dict[str, set[str]] = {}
+    for sid, w in snip["where"].items():
+        by_file.setdefault(w["file"], set()).add(sid)
+    texts = fetch_texts(dest.uri, by_file)
+    phases.lap("snippets table and evidence")
 
-    corpus = corpus_summary(t_scored, documents, calib, benchmark=benchmark, ci_method=cfg.ci,
+    doc_rows = []
+    code_of = {d: i for i, d in enumerate(tgt.doc_ids.to_pylist())} if listed.num_rows else {}
+    for d in listed.to_pylist():
+        row = {"id": d["id"], "n_snippets": d["n_snippets"], "n_flagged": d["n_flagged"], "rate": d["rate"],
+               "rate_ci": [d["rate_lo"], d["rate_hi"]], "max_score": d["max_score"], "path": d["path"],
+               "n_words": d["n_words"],
+               "top_snippets": [{"index": snip["where"][sid]["index"], "start_word": snip["where"][sid]["start_word"],
+                                 "score": score_of[sid], "flagged": bool(score_of[sid] >= th), "text": texts[sid]}
+                                for sid in top_ids.get(code_of[d["id"]], [])]}
+        if cfg.reference_corpus:
+            row["ngram_overlap"] = {"n_ngrams": d["ngram_n_ngrams"], "n_matched": d["ngram_n_matched"],
+                                    "share": d["ngram_share"], "examples": d["ngram_examples"]}
+        doc_rows.append(row)
+
+    rates = documents["rate"].to_numpy()
+    corpus = corpus_summary(tgt.scores, tgt.codes, rates, calib, benchmark=benchmark, ci_method=cfg.ci,
                             n_bootstrap=cfg.n_bootstrap, seed=cfg.seed,
-                            calib_flags=((c_flags[c_y == 1], c_clusters[c_y == 1]),
-                                         (c_flags[c_y == 0], c_clusters[c_y == 0])))
+                            calib_flags=((cal.scores[cal.labels == 1] >= th, cal.codes[cal.labels == 1]),
+                                         (cal.scores[cal.labels == 0] >= th, cal.codes[cal.labels == 0])))
     if cfg.reference_corpus:
-        shares = [d["ngram_overlap"]["share"] for d in documents if np.isfinite(d["ngram_overlap"]["share"])]
+        share = np.asarray(documents["ngram_share"].to_numpy(zero_copy_only=False), dtype=np.float64)
+        matched = np.asarray(documents["ngram_n_matched"].to_numpy(zero_copy_only=False), dtype=np.float64)
         corpus["ngram_overlap"] = {"n": cfg.ngram, "reference": cfg.reference_corpus, "reference_texts": index.n_texts,
-                                   "documents_with_any_match": int(sum(d["ngram_overlap"]["n_matched"] > 0 for d in documents)),
-                                   "mean_share": float(np.mean(shares)) if shares else float("nan")}
+                                   "documents_with_any_match": int((matched > 0).sum()),
+                                   "mean_share": float(np.mean(share[np.isfinite(share)]))
+                                   if np.isfinite(share).any() else float("nan")}
+
+    # ---- accounting: every document and snippet in is scored or quarantined, per role
+    quarantine = results.snippet_quarantine(scoring, tgt, cal, method.column)
+    cal_docs = results.documents_table(dest, "calibration", cal, th, cfg.ci)
+    for ids, role, reason, detail in (
+            (duplicates, "target", "duplicate_id", "an earlier document has the same id"),
+            (unscored, "target", "score_failed", "no snippet of this document could be scored"),
+            (cal_docs[2], "calibration", "duplicate_id", "an earlier document has the same id"),
+            (cal_docs[1], "calibration", "score_failed", "no snippet of this document could be scored")):
+        quarantine += [{"id": i, "stage": "score" if reason == "score_failed" else "read", "reason": reason,
+                        "detail": detail, "role": role, "unit": "document"} for i in ids]
+    staged_q = {r: sum(s["documents_quarantined"] for s in staged if s["role"] == r) for r in n_staged}
 
     def n_q(role: str, unit: str) -> int:
-        return sum(1 for x in quarantine if x["role"] == role and x["unit"] == unit)
+        return sum(1 for x in quarantine if x["role"] == role and x["unit"] == unit) + (
+            staged_q[role] if unit == "document" else 0)
 
-    calib_docs_used = {s["doc_id"] for s in c_scored}
-    for doc_id in dict.fromkeys(s["doc_id"] for s in calib_snips):
-        if doc_id not in calib_docs_used:
-            quarantine.append({"id": doc_id, "stage": "score", "reason": "score_failed", "role": "calibration",
-                               "unit": "document", "detail": "no snippet of this document could be scored"})
-    counts = {
-        "target": {"documents_in": target_in, "documents_scored": len(documents),
-                   "documents_quarantined": n_q("target", "document"), "snippets_planned": len(target_snips),
-                   "snippets_scored": len(t_scored), "snippets_quarantined": n_q("target", "snippet")},
-        "calibration": {"documents_in": calib_counts["documents_in"], "documents_scored": len(calib_docs_used),
-                        "documents_quarantined": n_q("calibration", "document"),
-                        "snippets_planned": len(calib_snips), "snippets_scored": len(c_scored),
-                        "snippets_quarantined": n_q("calibration", "snippet")},
-    }
+    counts = {}
+    for role, rs, scored_docs in (("target", tgt, documents.num_rows), ("calibration", cal, cal_docs[0].num_rows)):
+        counts[role] = {"documents_in": sum(s["documents_in"] for s in staged if s["role"] == role),
+                        "documents_scored": scored_docs, "documents_quarantined": n_q(role, "document"),
+                        "snippets_planned": n_staged[role], "snippets_scored": int(rs.scores.size),
+                        "snippets_quarantined": n_q(role, "snippet")}
     for part, c in counts.items():  # every input is accounted for, or the run fails loudly
         if c["documents_in"] != c["documents_scored"] + c["documents_quarantined"] or \
                 c["snippets_planned"] != c["snippets_scored"] + c["snippets_quarantined"]:
             raise RuntimeError(f"{part} accounting does not reconcile: {c}")
 
     warnings = []
-    med_t = float(np.median([s["n_words"] for s in t_scored])) if t_scored else float("nan")
-    med_c = float(np.median([s["n_words"] for s in c_scored]))
-    if np.isfinite(med_t) and max(med_t, med_c) > 1.5 * min(med_t, med_c):
+    med_t = float(np.median(snip["words"]["target"])) if snip["words"]["target"].size else float("nan")
+    med_c = float(np.median(snip["words"]["calibration"])) if snip["words"]["calibration"].size else float("nan")
+    if np.isfinite(med_t) and np.isfinite(med_c) and max(med_t, med_c) > 1.5 * min(med_t, med_c):
         warnings.append(f"calibration snippets (median {med_c:.0f} words) and target snippets (median {med_t:.0f} "
                         "words) differ in length; detector scores depend on length, so the threshold may not transfer")
-    auc = roc_auc(c_labels, [s["score"] for s in c_scored])
+    auc = roc_auc(cal.labels, cal.scores)
     if not auc > 0.6:
         warnings.append(f"calibration AUC is {auc:.3f}: the detector barely separates known members from non-members "
                         "for this model, so rates are mostly noise")
     n_small = min(calib.n_members, calib.n_non_members)
     if n_small < 20:
         warnings.append(f"only {n_small} calibration snippets in the smaller class: TPR/FPR are rough")
+    if documents.num_rows > listed.num_rows:
+        warnings.append(f"report.json lists the {listed.num_rows} documents with the highest max score of "
+                        f"{documents.num_rows}; documents.parquet holds them all")
 
     plots = ["scores_hist.png"]
-    plot_scores([s["score"] for s in t_scored], [s["score"] for s in c_scored if s["label"] == 1],
-                [s["score"] for s in c_scored if s["label"] == 0], th, method.column, out / "scores_hist.png")
+    plot_scores(tgt.scores, cal.scores[cal.labels == 1], cal.scores[cal.labels == 0], th, method.column,
+                out / "scores_hist.png")
     if not benchmark:
-        plot_rates([d["rate"] for d in documents], corpus["mean_rate"], out / "rates_hist.png")
+        plot_rates(rates, corpus["mean_rate"], out / "rates_hist.png")
         plots.append("rates_hist.png")
-    pred = (np.asarray([s["score"] for s in c_scored]) >= th).astype(int)
+    pq.write_table(documents.drop_columns(["pos", "role"]), out / "documents.parquet")
+    pred = (cal.scores >= th).astype(int)
     report = {
         "target": cfg.target, "model": cfg.model, "detector": method.column,
         "mode": "benchmark" if benchmark else "documents",
-        "calibration": {"source": calib_counts["source"], "objective": calib.threshold.objective,
+        "calibration": {"source": f"benchmark {cfg.calibration}" if cfg.calibration else
+                        f"members {cfg.calib_members}, non-members {cfg.calib_nonmembers}",
+                        "objective": calib.threshold.objective,
                         "target_fpr": cfg.target_fpr if cfg.objective == "fpr" else None,
                         "threshold": th, "n_members": calib.n_members, "n_non_members": calib.n_non_members,
-                        "tpr": calib.tpr, "fpr": calib.fpr, "accuracy": float((pred == np.asarray(c_labels)).mean()),
+                        "tpr": calib.tpr, "fpr": calib.fpr, "accuracy": float((pred == cal.labels).mean()),
                         "auc": auc},
-        "corpus": corpus, "counts": counts, "documents": documents, "warnings": warnings, "plots": plots,
-        "quarantine_reasons": _reason_counts(quarantine),
-        "config": asdict(cfg), "seconds": round(time.perf_counter() - t0, 2),
+        "corpus": corpus, "counts": counts, "documents": doc_rows,
+        "documents_listed": f"{len(doc_rows)} of {documents.num_rows} (all in documents.parquet)",
+        "warnings": warnings, "plots": plots, "quarantine_reasons": _reason_counts(quarantine, staged),
+        "parts": run.stats, "config": asdict(cfg), "seconds": round(time.perf_counter() - t0, 2),
+        "phases_s": phases.laps,
     }
     (out / "report.json").write_text(json.dumps(report, indent=2, default=float))
     (out / "report.md").write_text(report_markdown(report))
-    pq.write_table(quarantine_table(quarantine, context=("role", "unit")), out / "quarantine.parquet")
-    pq.write_table(pa.Table.from_pylist(
-        [{"doc_id": s["doc_id"], "role": s["role"], "label": s["label"], "index": s["index"],
-          "start_word": s["start_word"], "n_words": s["n_words"], "score": s.get("score"),
-          "flagged": (s["score"] >= th) if "score" in s else None} for s in all_snips]), out / "snippets.parquet")
+    _write_quarantine(dest, out / "quarantine.parquet", quarantine)
+    dest.delete_tree("_staging/snippets")  # the texts were only the scorer's input; metadata stays
     publish(dest, out, {"job": "audit", "counts": counts})
     return {"report": str(out / "report.md"), "json": str(out / "report.json"), "corpus": corpus,
             "counts": counts, "seconds": report["seconds"]}
 
 
-def _reason_counts(quarantine: list[dict]) -> dict:
+def pc_index(values, ids):
+    """Positions of `ids` in the sorted array `values`."""
+    import pyarrow.compute as pc
+
+    return pc.index_in(ids, value_set=values).to_numpy(zero_copy_only=False)
+
+
+def _write_quarantine(dest, path: Path, records: list[dict]) -> None:
+    """quarantine.parquet/ as parts: the staging tasks' document rows (copied a part at a time) and this run's."""
+    import pyarrow.parquet as pq
+
+    path.mkdir(parents=True, exist_ok=True)
+    for name in [n for n in dest.list("_staging/quarantine") if n.endswith(".parquet")]:
+        pq.write_table(dest.read_parquet(name), path / f"part-staged-{name.rsplit('/', 1)[-1]}")
+    pq.write_table(quarantine_table(records, context=("role", "unit")), path / "part-scored.parquet")
+
+
+def _reason_counts(quarantine: list[dict], staged: list[dict]) -> dict:
     out: dict[str, int] = {}
+    for s in staged:
+        for reason, n in s["reasons"].items():
+            key = f"{s['role']}/document/{reason}"
+            out[key] = out.get(key, 0) + n
     for x in quarantine:
         key = f"{x['role']}/{x['unit']}/{x['reason']}"
         out[key] = out.get(key, 0) + 1
@@ -338,6 +364,11 @@ def register(app: typer.Typer) -> None:
         stride: Optional[int] = typer.Option(None, help="window stride for long snippets (default: context/2)"),
         ref_model: Optional[str] = typer.Option(None, help="reference model, for the `ref` detector"),
         ref_corpus: Optional[str] = typer.Option(None, help="token-frequency corpus, for the `dc_pdd` detector"),
+        shard_size: int = typer.Option(1000, min=1, help="about this many snippets per scoring part (each part is "
+                                       "scored and written on the workers and committed under OUT/scoring/_parts/, "
+                                       "so a restarted audit resumes)"),
+        report_documents: int = typer.Option(1000, min=1, help="documents listed with evidence in report.json "
+                                             "(the highest max scores when there are more; documents.parquet has all)"),
         quiet: bool = typer.Option(False, help="no progress bars"),
     ):
         """Estimate how much of a corpus or benchmark a model trained on: calibrated per-document contamination
@@ -354,5 +385,6 @@ def register(app: typer.Typer) -> None:
                           snippet_words=snippet_words, min_words=min_words, reference_corpus=reference_corpus,
                           ngram=ngram, top_k=top_k, ci=ci, n_bootstrap=n_bootstrap, seed=seed, actors=actors,
                           gpus_per_actor=gpus_per_actor, batch_size=batch_size, context=context, stride=stride,
-                          ref_model=ref_model, ref_corpus=ref_corpus, progress=not quiet)
+                          ref_model=ref_model, ref_corpus=ref_corpus, shard_size=shard_size,
+                          report_documents=report_documents, progress=not quiet)
         run_and_print_report(run_audit, cfg)

@@ -38,9 +38,11 @@ def _rows_of(path: Path):
     if path.suffix.lower() == ".parquet":
         import pyarrow.parquet as pq
 
-        for n, raw in enumerate(pq.read_table(path).to_pylist(), start=1):
-            rid = str(raw.get("id") or f"{path.stem}:{n}")
-            yield rid, row_text(raw), raw, None
+        n = 0
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=4096):  # streamed, a batch at a time
+            for raw in batch.to_pylist():
+                n += 1
+                yield str(raw.get("id") or f"{path.stem}:{n}"), row_text(raw), raw, None
         return
     for rid, raw, problem in jsonl_objects(path):
         yield (rid, None, None, _q(rid, *problem)) if problem else (rid, row_text(raw), raw, None)
@@ -66,49 +68,62 @@ def is_row_file(spec: str) -> bool:
 
 def read_documents(spec: str, *, min_words: int = 1, id_prefix: str = "") -> tuple[list[dict], list[dict]]:
     """Return (documents, quarantined). A document is {id, path, text, n_words, label}; every .txt file is one
-    document and every jsonl/Parquet row is one document (`label` is the row's own, if any, else None). Documents with fewer than `min_words` words are quarantined."""
+    document and every jsonl/Parquet row is one document (`label` is the row's own, if any, else None). Documents
+    with fewer than `min_words` words are quarantined."""
+    files, root = document_files(spec)
+    docs, quarantined = [], []
+    for doc, bad in iter_documents(files, root, min_words=min_words, id_prefix=id_prefix):
+        (docs if doc is not None else quarantined).append(doc if doc is not None else bad)
+    return docs, quarantined
+
+
+def document_files(spec: str) -> tuple[list[Path], Path | None]:
+    """The files a spec names (and the root ids are relative to); an error when there is none."""
     files, root = _files(spec)
     if not files:
         raise FileNotFoundError(f"{spec}: no .txt/.md/.jsonl/.parquet documents found")
-    docs, quarantined, seen = [], [], set()
+    return files, root
 
-    def add(rid: str, path: Path, text: str | None, raw_detail: str = "", label=None) -> None:
+
+def iter_documents(files, root: Path | None, *, min_words: int = 1, id_prefix: str = ""):
+    """(document, None) or (None, quarantine row) per document of `files`, streamed: one file's rows at a time,
+    so a worker can turn a large row file into snippets without holding it."""
+    seen: set[str] = set()
+
+    def check(rid: str, path: Path, text: str | None, raw_detail: str = "", label=None):
         rid = id_prefix + rid
         if rid in seen:
-            quarantined.append(_q(rid, "duplicate_id", "an earlier document has the same id"))
-            return
+            return None, _q(rid, "duplicate_id", "an earlier document has the same id")
         seen.add(rid)
         if text is None or not text.strip():
-            quarantined.append(_q(rid, "empty", raw_detail or "no text"))
-            return
+            return None, _q(rid, "empty", raw_detail or "no text")
         n_words = len(text.split())
         if n_words < min_words:
-            quarantined.append(_q(rid, "too_short", f"{n_words} words < min_words={min_words}"))
-            return
-        docs.append({"id": rid, "path": str(path), "text": text, "n_words": n_words, "label": label})
+            return None, _q(rid, "too_short", f"{n_words} words < min_words={min_words}")
+        return {"id": rid, "path": str(path), "text": text, "n_words": n_words, "label": label}, None
 
     for f in files:
+        f = Path(f)
         rel = str(f.relative_to(root)) if root is not None and f.is_relative_to(root) else str(f)
         if f.suffix.lower() in ROW_SUFFIXES:
             try:
                 for rid, text, raw, bad in _rows_of(f):
                     if bad is not None:
-                        quarantined.append({**bad, "id": id_prefix + bad["id"]})
+                        yield None, {**bad, "id": id_prefix + bad["id"]}
                         continue
-                    add(rid, f, text, f"no question/answer, text or input field (keys: {sorted(raw)[:8]})",
-                        raw.get("label"))
+                    yield check(rid, f, text, f"no question/answer, text or input field (keys: {sorted(raw)[:8]})",
+                                raw.get("label"))
             except (OSError, ValueError) as exc:  # ValueError: pyarrow's ArrowInvalid for a corrupt Parquet file
-                quarantined.append(_q(id_prefix + rel, "unreadable", f"{type(exc).__name__}: {exc}"))
+                yield None, _q(id_prefix + rel, "unreadable", f"{type(exc).__name__}: {exc}")
             continue
         try:
             data = f.read_bytes()
         except OSError as exc:
-            quarantined.append(_q(id_prefix + rel, "unreadable", exc))
+            yield None, _q(id_prefix + rel, "unreadable", exc)
             continue
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            quarantined.append(_q(id_prefix + rel, "not_utf8", exc))
+            yield None, _q(id_prefix + rel, "not_utf8", exc)
             continue
-        add(rel, f, text.lstrip("\ufeff"), "empty file")
-    return docs, quarantined
+        yield check(rel, f, text.lstrip("\ufeff"), "empty file")

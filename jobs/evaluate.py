@@ -5,7 +5,6 @@ scoring/.
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -62,87 +61,16 @@ def _ensure_ray():
     return ray
 
 
-def score_on_ray(rows: list[dict], cfg: EvaluateConfig, views: tuple[str, ...], prefix_text: str | None):
-    """The Ray Data pipeline. Returns the scored token-stats rows of the target (and reference) model."""
-    import pyarrow as pa
-
-    ray = _ensure_ray()
-    return pa.concat_tables(ray.get(scoring_dataset(rows, cfg, views, prefix_text).to_arrow_refs()))
-
-
-def scoring_specs(cfg: EvaluateConfig, views: tuple[str, ...], prefix_text: str | None) -> dict:
-    """How to score: per branch (the target model, and the reference model if any) the TokenizeTask and ScoreTask
-    constructor arguments, and what one scorer actor asks of the cluster. The Ray Data pipeline below and the
-    row-isolating fallback in jobs/shards.py both build their actors from this, so they score identically."""
-    from scoring.tasks import default_threads, hooks_from_env
-
-    ray = _ensure_ray()
-    cpus = ray.cluster_resources().get("CPU", 1)
-    on_gpu = cfg.gpus_per_actor > 0
-    # Fractional CPUs: an actor pool of N with 1 CPU each can starve the tokeniser on a small machine.
-    actor_cpus = 1.0 if on_gpu else max(0.25, min(1.0, (cpus - 0.25) / max(1, cfg.actors)))
-    threads = 2 if on_gpu else default_threads(cfg.actors)
-    scorer_kwargs = {k: v for k, v in {"context": cfg.context, "stride": cfg.stride,
-                                       "max_batch_size": cfg.batch_size}.items() if v}
-    hooks = hooks_from_env()  # audit log / fault injection (scoring/tasks.py), read here in the driver
-
-    def branch(model: str, branch_views, rename=None) -> dict:
-        return {"tokenize": {"model": model, "views": tuple(branch_views), "prefix_text": prefix_text,
-                             "rename_original": rename},
-                "score": {"model": model, "scorer_kwargs": scorer_kwargs, "threads": threads,
-                          "device": "cuda" if on_gpu else "cpu", "hooks": hooks}}
-
-    branches = [branch(cfg.model, views)]
-    if cfg.ref_model:
-        branches.append(branch(cfg.ref_model, ("original",), rename="ref"))
-    return {"branches": branches, "num_cpus": actor_cpus, "num_gpus": cfg.gpus_per_actor or None}
-
-
-def scoring_dataset(rows: list[dict], cfg: EvaluateConfig, views: tuple[str, ...], prefix_text: str | None):
-    """The Ray Data pipeline, not yet executed: text rows → tokenised views → scored token-stats rows."""
-    import pyarrow as pa
-
-    from scoring.tasks import ScoreTask, TokenizeTask
-
-    ray = _ensure_ray()
-    ctx = ray.data.DataContext.get_current()
-    ctx.enable_progress_bars = cfg.progress
-    specs = scoring_specs(cfg, views, prefix_text)
-    texts = pa.Table.from_pylist([{"id": r["id"], "input": r["input"]} for r in rows])
-    # Several blocks so every actor gets work. Slicing beats .repartition(): a repartition is a 1-CPU task that
-    # can starve forever behind the actor pools on a 2-core machine.
-    n_blocks = max(cfg.actors * 4, math.ceil(len(rows) / 64))
-    step = max(1, math.ceil(len(rows) / n_blocks))
-    ds = ray.data.from_arrow([texts.slice(i, step) for i in range(0, len(rows), step)])
-
-    def branch(spec: dict):
-        tok = ds.map_batches(TokenizeTask, fn_constructor_kwargs=spec["tokenize"], batch_format="pyarrow",
-                             batch_size=64, compute=ray.data.ActorPoolStrategy(size=1), num_cpus=0.25)
-        return tok.map_batches(ScoreTask, fn_constructor_kwargs=spec["score"], batch_format="pyarrow",
-                               batch_size=32, compute=ray.data.ActorPoolStrategy(size=cfg.actors),
-                               num_cpus=specs["num_cpus"], num_gpus=specs["num_gpus"], max_restarts=2,
-                               max_task_retries=2)
-
-    out = branch(specs["branches"][0])
-    for spec in specs["branches"][1:]:
-        out = out.union(branch(spec))
-    return out
-
-
-def token_freq_resource(token_stats, cfg: EvaluateConfig, tok=None) -> np.ndarray:
-    """DC-PDD's reference frequencies: from --ref-corpus when given, else from the benchmark's own token ids
+def token_freq_from_corpus(model: str, ref_corpus: str) -> np.ndarray:
+    """DC-PDD's reference frequencies from a corpus (--ref-corpus), streamed: only the counts are kept. Without
+    one, the frequencies come from the benchmark's own token ids, counted by the survey on the workers
     (label-free, so it leaks no membership; a large general corpus is better and is what the paper used)."""
+    from jobs.corpus_io import iter_texts
     from scoring.detectors.dc_pdd import count_tokens
     from scoring.model import load_tokenizer
 
-    tok = tok if tok is not None else load_tokenizer(cfg.model)
-    vocab = len(tok)
-    if cfg.ref_corpus:  # streamed: only the counts are kept
-        from jobs.corpus_io import iter_texts
-
-        return count_tokens((tok(t)["input_ids"] for t in iter_texts(cfg.ref_corpus)), vocab)
-    orig = token_stats.filter(np.asarray([v == "original" for v in token_stats.column("view").to_pylist()]))
-    return count_tokens(orig.column("token_ids").to_pylist(), vocab)
+    tok = load_tokenizer(model)
+    return count_tokens((tok(t)["input_ids"] for t in iter_texts(ref_corpus)), len(tok))
 
 
 def input_identity(benchmark: str, requester_pays: bool) -> list:
@@ -207,7 +135,7 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     phases.lap("plan")
     ref_freq = None
     if "token_freq" in needs and cfg.ref_corpus:
-        ref_freq = token_freq_resource(None, cfg)
+        ref_freq = token_freq_from_corpus(cfg.model, cfg.ref_corpus)
     _ensure_ray()
     phases.lap("Ray start-up (or connect)")
     blind: dict = {}

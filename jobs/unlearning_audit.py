@@ -1,7 +1,8 @@
 """`tidemark unlearning-audit`: did "unlearning" really remove a corpus from a model? (Shi et al.)
 
 Cut every document into consecutive 512-word chunks, score each chunk with Min-K% under the original and under
-the unlearned model (one Ray pipeline: the unlearned model runs as the `ref` branch of `evaluate`'s actor pool),
+the unlearned model (the shared scoring pool: the unlearned model runs as the `ref` branch, and both Min-K% scores
+are computed on the workers),
 and flag the chunks whose score ratio unlearned/original lies in (1/τ, τ), τ = 1.15: the unlearned model still
 finds them about as likely as before, so unlearning probably failed there.
 """
@@ -37,6 +38,7 @@ class UnlearningConfig:
     context: Optional[int] = None
     stride: Optional[int] = None
     max_listed: int = 100
+    shard_size: int = 1000  # chunks per scoring part
     progress: bool = True
 
 
@@ -52,13 +54,12 @@ def run_unlearning_audit(cfg: UnlearningConfig) -> dict:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from jobs.audit import score_rows_on_pool
     from jobs.doc_inputs import read_documents
     from jobs.shards import open_output, publish
     from scoring.audit import chunk_document
     from scoring.detectors import parse_method
+    from scoring.detectors.base import OnView
     from scoring.proportions import binomial_ci
-    from scoring.tokenstats import views_by_name
 
     t0 = time.perf_counter()
     if not cfg.tolerance > 1:
@@ -79,15 +80,12 @@ def run_unlearning_audit(cfg: UnlearningConfig) -> dict:
     if not chunks:
         raise RuntimeError(f"no chunk to score in {cfg.corpus}")
 
-    token_stats, failed = score_rows_on_pool(
-        [{"id": c["cid"], "input": c["text"]} for c in chunks], model=cfg.original, views=("original",),
-        ref_model=cfg.unlearned, actors=cfg.actors, gpus_per_actor=cfg.gpus_per_actor, batch_size=cfg.batch_size,
-        context=cfg.context, stride=cfg.stride, progress=cfg.progress)
-    ok = [c for c in chunks if c["cid"] not in failed]
-    views = views_by_name(token_stats, [c["cid"] for c in ok])
     method = parse_method(f"min_k@k={cfg.k}")
-    s_orig = method(views["original"], views) if ok else np.zeros(0)
-    s_unl = method(views["ref"], views) if ok else np.zeros(0)
+    on_unlearned = OnView(method, "ref", "min_k_unlearned")
+    scores, failed = _score_chunks(cfg, dest, chunks, [method, on_unlearned])
+    ok = [c for c in chunks if c["cid"] not in failed]
+    s_orig = np.asarray([scores[c["cid"]][0] for c in ok], dtype=np.float64)
+    s_unl = np.asarray([scores[c["cid"]][1] for c in ok], dtype=np.float64)
     ratio, flagged = flag_ratio(s_orig, s_unl, cfg.tolerance)
     scored = []
     for c, a, b, r, f in zip(ok, s_orig, s_unl, ratio, flagged):
@@ -143,6 +141,45 @@ def run_unlearning_audit(cfg: UnlearningConfig) -> dict:
     publish(dest, out, {"job": "unlearning-audit", "counts": counts})
     return {"report": str(out / "report.md"), "flagged_share": report["flagged_share"], "counts": counts,
             "seconds": report["seconds"]}
+
+
+def _score_chunks(cfg: UnlearningConfig, dest, chunks: list[dict], methods: list) -> tuple[dict, dict]:
+    """Score the chunks on the shared scoring pool (jobs/part_scoring.py): the original model's view and the
+    unlearned model's as `ref`, both detectors run on the workers. Returns ({chunk id: (original, unlearned)},
+    {chunk id: error}); the driver reads only the two score columns back. (The chunks themselves are held here:
+    an unlearning audit's forget set is documents, not a corpus.)"""
+    from jobs.evaluate import _ensure_ray
+    from jobs.part_scoring import score_benchmark
+    from jobs.part_store import read_parts
+    from jobs.scoring_pool import ModelBranch, ScoringSpec
+    from jobs.shards import _digest, model_identity, tool_version
+    from jobs.storage_io import Location
+    from scoring.tasks import hooks_from_env
+
+    _ensure_ray()
+    dest.write_bytes("_staging/chunks.jsonl", "".join(
+        json.dumps({"id": c["cid"], "input": c["text"], "label": 0}, ensure_ascii=False) + "\n"
+        for c in chunks).encode())
+    spec = ScoringSpec((ModelBranch(cfg.original, ("original",)),
+                        ModelBranch(cfg.unlearned, ("original",), rename_original="ref")),
+                       context=cfg.context, stride=cfg.stride, max_batch_size=cfg.batch_size, actors=cfg.actors,
+                       gpus_per_actor=cfg.gpus_per_actor, hooks=hooks_from_env())
+    fp = _digest({"original": model_identity(cfg.original), "unlearned": model_identity(cfg.unlearned),
+                  "settings": {k: getattr(cfg, k) for k in ("k", "chunk_words", "min_chunk_words", "context",
+                                                             "stride", "batch_size", "actors", "gpus_per_actor")},
+                  "tool": tool_version()})
+    scoring = Location(dest.child("scoring"))
+    run = score_benchmark(benchmark=dest.child("_staging/chunks.jsonl"), requester_pays=False,
+                          rows_per_part=cfg.shard_size, dest=scoring, spec_for=lambda _: spec, methods=methods,
+                          seed=0, fingerprint_for=lambda *_: fp, progress=cfg.progress)
+    run.ledger.check("unlearning-audit scoring")
+    table = read_parts(scoring, "scores.parquet", ["id", *[m.column for m in methods]])
+    cols = table.to_pydict() if table is not None else {"id": []}
+    scores = {i: tuple(cols[m.column][j] for m in methods) for j, i in enumerate(cols["id"])}
+    q = read_parts(scoring, "quarantine.parquet", ["id", "reason", "detail"])
+    failed = {r["id"]: f"{r['reason']}: {r['detail']}" for r in (q.to_pylist() if q is not None else [])}
+    dest.delete_tree("_staging")
+    return scores, failed
 
 
 def _markdown(report: dict, cfg: UnlearningConfig) -> str:

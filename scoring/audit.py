@@ -57,23 +57,32 @@ def normalized_words(text: str) -> list[str]:
 
 
 class NgramIndex:
-    """The set of word n-grams (default 13, as in GPT-3's contamination check) of a reference corpus.
-    Held in memory as Python hashes: ~100 bytes per distinct n-gram."""
+    """The word n-grams (default 13, as in GPT-3's contamination check) of a reference corpus, as a sorted array of
+    8-byte stable hashes (blake2b): 8 bytes per distinct n-gram, and the same in every process, so the index can be
+    shipped to the workers that read the audited documents (Python's own `hash` is salted per process)."""
 
     def __init__(self, texts: Iterable[str], n: int = 13):
         self.n = n
-        self.grams: set[int] = set()
+        grams: set[int] = set()
         self.n_texts = 0
         for t in texts:
-            w = normalized_words(t)
-            self.grams.update(hash(tuple(w[i:i + n])) for i in range(len(w) - n + 1))
+            grams.update(_gram_hashes(normalized_words(t), n))
             self.n_texts += 1
+        self.hashes = np.fromiter(grams, dtype=np.uint64, count=len(grams))
+        self.hashes.sort()
+
+    def _contains(self, hashes: list[int]) -> np.ndarray:
+        h = np.asarray(hashes, dtype=np.uint64)
+        if not self.hashes.size or not h.size:
+            return np.zeros(h.size, dtype=bool)
+        pos = np.minimum(np.searchsorted(self.hashes, h), self.hashes.size - 1)
+        return self.hashes[pos] == h
 
     def overlap(self, text: str, max_examples: int = 3) -> dict:
         """Share of the text's n-grams found verbatim in the reference, with a few of them as examples."""
         w = normalized_words(text)
         total = max(0, len(w) - self.n + 1)
-        hits = [i for i in range(total) if hash(tuple(w[i:i + self.n])) in self.grams]
+        hits = np.flatnonzero(self._contains(_gram_hashes(w, self.n))).tolist()
         examples, last = [], -self.n
         for i in hits:  # non-overlapping examples read better
             if i >= last + self.n and len(examples) < max_examples:
@@ -81,6 +90,13 @@ class NgramIndex:
                 last = i
         return {"n_ngrams": total, "n_matched": len(hits), "share": len(hits) / total if total else float("nan"),
                 "examples": examples}
+
+
+def _gram_hashes(words: list[str], n: int) -> list[int]:
+    from hashlib import blake2b
+
+    return [int.from_bytes(blake2b("\x1f".join(words[i:i + n]).encode(), digest_size=8).digest(), "little")
+            for i in range(len(words) - n + 1)]
 
 
 # ---- calibration -------------------------------------------------------------------------------------------------
@@ -131,49 +147,82 @@ def _rates_per_cluster(flags: np.ndarray, clusters: np.ndarray) -> list[float]:
 def document_rates(snippets: Sequence[Mapping], threshold: float, ci_method: str = "wilson",
                    top_k: int = 3) -> list[dict]:
     """Per document: snippets scored, flagged, contamination rate with its binomial CI, and the top-scoring
-    snippets as evidence. `snippets` carry doc_id, index, start_word, text, score."""
-    by_doc: dict[str, list[Mapping]] = {}
-    for s in snippets:
-        by_doc.setdefault(s["doc_id"], []).append(s)
+    snippets as evidence. `snippets` carry doc_id, index, start_word, text, score. (The audit job works on arrays
+    with `rates_by_document` and `top_snippets`; this is the same arithmetic over dicts.)"""
+    doc_ids = list(dict.fromkeys(s["doc_id"] for s in snippets))
+    code_of = {d: i for i, d in enumerate(doc_ids)}
+    codes = np.asarray([code_of[s["doc_id"]] for s in snippets], dtype=np.int64)
+    scores = np.asarray([s["score"] for s in snippets], dtype=np.float64)
+    rates = rates_by_document(codes, scores, threshold, len(doc_ids), ci_method)
+    top = top_snippets(codes, scores, top_k)
     out = []
-    for doc_id, group in by_doc.items():
-        scores = np.asarray([g["score"] for g in group], dtype=np.float64)
-        k, n = int((scores >= threshold).sum()), len(group)
-        lo, hi = binomial_ci(k, n, ci_method)
-        top = sorted(group, key=lambda g: -g["score"] if np.isfinite(g["score"]) else np.inf)[:top_k]
-        out.append({"id": doc_id, "n_snippets": n, "n_flagged": k, "rate": k / n, "rate_ci": [lo, hi],
-                    "max_score": float(np.nanmax(scores)) if np.isfinite(scores).any() else float("nan"),
-                    "top_snippets": [{"index": g["index"], "start_word": g["start_word"], "score": float(g["score"]),
-                                      "flagged": bool(g["score"] >= threshold), "text": g["text"]} for g in top]})
+    for i, doc_id in enumerate(doc_ids):
+        out.append({"id": doc_id, **{k: rates[k][i] for k in ("n_snippets", "n_flagged", "rate", "max_score")},
+                    "rate_ci": [rates["rate_lo"][i], rates["rate_hi"][i]],
+                    "top_snippets": [{"index": snippets[j]["index"], "start_word": snippets[j]["start_word"],
+                                      "score": float(scores[j]), "flagged": bool(scores[j] >= threshold),
+                                      "text": snippets[j]["text"]} for j in top.get(i, [])]})
     return out
 
 
-def corpus_summary(snippets: Sequence[Mapping], docs: Sequence[Mapping], calib: Calibration, *, benchmark: bool,
-                   ci_method: str = "wilson", n_bootstrap: int = 2000, seed: int = 0,
+def rates_by_document(codes: np.ndarray, scores: np.ndarray, threshold: float, n_docs: int,
+                      ci_method: str = "wilson") -> dict[str, list]:
+    """Per document code 0..n_docs-1 (every code has at least one snippet): snippets, flagged, rate, its binomial
+    CI and the max score, as columns. One pass with bincount; the CI is per document."""
+    n = np.bincount(codes, minlength=n_docs)
+    k = np.bincount(codes, weights=(scores >= threshold), minlength=n_docs).astype(np.int64)
+    finite = np.isfinite(scores)
+    best = np.full(n_docs, -np.inf)
+    np.maximum.at(best, codes[finite], scores[finite])
+    best[~np.isfinite(best)] = np.nan  # a document whose snippets are all NaN has no max
+    cis = [binomial_ci(int(a), int(b), ci_method) for a, b in zip(k, n)]
+    return {"n_snippets": n.tolist(), "n_flagged": k.tolist(), "rate": (k / n).tolist(),
+            "rate_lo": [c[0] for c in cis], "rate_hi": [c[1] for c in cis], "max_score": best.tolist()}
+
+
+def top_snippets(codes: np.ndarray, scores: np.ndarray, top_k: int, wanted: np.ndarray | None = None) -> dict:
+    """{document code: positions of its top_k snippets by score, best first (NaN last, ties in input order)},
+    for the `wanted` codes only when given."""
+    key = np.where(np.isfinite(scores), -scores, np.inf)
+    order = np.lexsort((np.arange(codes.size), key, codes))
+    if wanted is not None:
+        order = order[np.isin(codes[order], wanted)]
+    out: dict[int, list[int]] = {}
+    for j in order.tolist():
+        group = out.setdefault(int(codes[j]), [])
+        if len(group) < top_k:
+            group.append(j)
+    return out
+
+
+def corpus_summary(scores: np.ndarray, clusters: np.ndarray, rates: np.ndarray, calib: Calibration, *,
+                   benchmark: bool, ci_method: str = "wilson", n_bootstrap: int = 2000, seed: int = 0,
                    calib_flags: tuple | None = None) -> dict:
-    """Corpus-level numbers. `calib_flags` = ((member flags, clusters), (non-member flags, clusters)) feeds the
+    """Corpus-level numbers from the scored target snippets (`scores`, their document `clusters`) and the
+    per-document `rates`. `calib_flags` = ((member flags, clusters), (non-member flags, clusters)) feeds the
     bootstrap of the FPR-corrected share."""
     th = calib.threshold.value
-    flags = np.asarray([s["score"] >= th for s in snippets], dtype=np.int64)
-    clusters = [s["doc_id"] for s in snippets]
+    flags = (np.asarray(scores, dtype=np.float64) >= th).astype(np.int64)
+    clusters = np.asarray(clusters)
     r, var_r, _ = cluster_proportion(flags, clusters)
-    out: dict = {"n_documents": len(docs), "n_snippets": int(flags.size), "flagged_share": r}
+    rates = np.asarray(rates, dtype=np.float64)
+    out: dict = {"n_documents": int(rates.size), "n_snippets": int(flags.size), "flagged_share": r}
     if benchmark:  # one example = one snippet: examples are the independent units
         out["flagged_share_ci"] = list(binomial_ci(int(flags.sum()), int(flags.size), ci_method))
         out["flagged_share_ci_method"] = ci_method
     else:
-        rates = [d["rate"] for d in docs]
-        out["mean_rate"] = float(np.mean(rates)) if rates else float("nan")
+        has = rates.size > 0
+        out["mean_rate"] = float(np.mean(rates)) if has else float("nan")
         out["mean_rate_ci"] = list(bootstrap_mean_ci(rates, n=n_bootstrap, seed=seed))
-        out["median_rate"] = float(np.median(rates)) if rates else float("nan")
-        out["share_of_documents_over_50pct"] = float(np.mean([x > 0.5 for x in rates])) if rates else float("nan")
+        out["median_rate"] = float(np.median(rates)) if has else float("nan")
+        out["share_of_documents_over_50pct"] = float(np.mean(rates > 0.5)) if has else float("nan")
         z = 1.959963984540054
         se = float(np.sqrt(var_r)) if np.isfinite(var_r) else float("nan")
         out["flagged_share_ci"] = [max(0.0, r - z * se), min(1.0, r + z * se)]
         out["flagged_share_ci_method"] = "normal, cluster-robust over documents"
     est = fpr_corrected(r, calib.tpr, calib.fpr)
     raw = (r - calib.fpr) / (calib.tpr - calib.fpr) if calib.tpr > calib.fpr else float("nan")
-    _, sizes = np.unique(np.asarray(clusters, dtype=object), return_counts=True)
+    _, sizes = np.unique(clusters, return_counts=True)
     var_fixed = finite_corpus_var_r(raw, calib.doc_var_tpr, calib.doc_var_fpr, sizes)
     df = None
     if calib.n_member_docs and calib.n_non_member_docs and np.isfinite(raw):

@@ -78,7 +78,11 @@ def cluster_proportion(flags: Sequence[int], clusters: Sequence[object]) -> tupl
 
 def _cluster_sums(flags, clusters) -> tuple[np.ndarray, np.ndarray]:
     flags = np.asarray(flags, dtype=np.float64)
-    _, inv = np.unique(np.asarray([str(c) for c in clusters], dtype=object), return_inverse=True)
+    c = np.asarray(clusters)
+    # Integer codes (the audit job's, assigned in sorted id order) are grouped as they are; anything else by its
+    # string form. Both order clusters by id, so a bootstrap draws the same documents either way.
+    c = c if c.dtype.kind in "iu" else np.asarray([str(x) for x in c], dtype=object)
+    _, inv = np.unique(c, return_inverse=True)
     y = np.bincount(inv, weights=flags) if flags.size else np.zeros(0)
     m = np.bincount(inv).astype(np.float64) if flags.size else np.zeros(0)
     return y, m

@@ -66,6 +66,23 @@ class Method:
         return np.asarray(self.detector.fn(stats, views, **self.params), dtype=np.float64)
 
 
+@dataclass(frozen=True)
+class OnView:
+    """A detector run on another view's token stats, as its own score column: e.g. Min-K% under the unlearned
+    model, which the scoring pool scores as the `ref` view (jobs/unlearning_audit.py)."""
+
+    method: Method
+    view: str
+    column: str
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        return (self.view, *[n for n in self.method.needs if n != self.view])
+
+    def __call__(self, stats: TokenStats, views: Mapping[str, object]) -> np.ndarray:
+        return self.method(views[self.view], views)
+
+
 def _fmt(v) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 

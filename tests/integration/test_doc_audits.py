@@ -23,6 +23,33 @@ def invoke(*args: str):
     return result
 
 
+# Malformed jsonl rows every scoring job must quarantine with its reason (the row ids are `<file stem>:<line>`
+# where the line has no readable id). "Missing label" only applies where a label is read: evaluate (its own
+# test module) and the audit's labelled calibration set.
+MALFORMED = [b"not json at all", b'{"id": "bad-empty", "question": ""}', b'{"id": "bad-latin1", "text": "Caf\xe9"}']
+
+
+def write_malformed(path: Path, first_line: int = 1) -> dict:
+    """Append the malformed rows to a jsonl file; returns {quarantine id: reason}."""
+    with open(path, "ab") as fh:
+        fh.write(b"\n".join(MALFORMED) + b"\n")
+    return {f"{path.stem}:{first_line}": "bad_json", "bad-empty": "empty", f"{path.stem}:{first_line + 2}": "not_utf8"}
+
+
+def assert_quarantine(path: Path, want: dict, context: tuple[str, ...] = ()) -> list[dict]:
+    """The job's quarantine has the shared schema (plus the job's context columns) and holds `want`."""
+    from jobs.ledger import QUARANTINE_SCHEMA
+
+    table = pq.read_table(path)
+    assert table.schema.names == [*QUARANTINE_SCHEMA.names, *context], table.schema
+    assert all(table.schema.field(n).type == QUARANTINE_SCHEMA.field(n).type for n in QUARANTINE_SCHEMA.names)
+    rows = table.to_pylist()
+    got = {r["id"]: r["reason"] for r in rows}
+    assert {k: got.get(k) for k in want} == want, got
+    assert all(r["detail"] for r in rows)
+    return rows
+
+
 @pytest.fixture(scope="module")
 def books(tmp_path_factory):
     from scoring.contamination_study import build_book_study
@@ -33,8 +60,13 @@ def books(tmp_path_factory):
     # inputs that must be quarantined, not crash the audit or vanish from the counts
     (root / "target" / "empty.txt").write_text("   \n")
     (root / "target" / "latin1.txt").write_bytes("Caf\xe9 au lait, a short note.".encode("latin-1"))
-    with open(root / "gsm" / "test.jsonl", "a") as fh:
-        fh.write('{"id": "bad-empty", "question": ""}\nnot json at all\n')
+    n_test = sum(1 for _ in open(root / "gsm" / "test.jsonl"))
+    info["gsm_test_bad"] = write_malformed(root / "gsm" / "test.jsonl", n_test + 1)
+    n_cal = sum(1 for _ in open(root / "gsm" / "calibration.jsonl"))
+    with open(root / "gsm" / "calibration.jsonl", "a") as fh:
+        fh.write('{"id": "cal-nolabel", "question": "What is two and two, counted one at a time?", "answer": "Four, counted one at a time."}\n')
+    bad = write_malformed(root / "gsm" / "calibration.jsonl", n_cal + 2)
+    info["gsm_calibration_bad"] = {**{f"calib:{k}": v for k, v in bad.items()}, "calib:cal-nolabel": "bad_label"}
     return info
 
 
@@ -87,6 +119,76 @@ def test_audit_accounts_for_every_document_and_writes_its_outputs(book_audit):
     assert "Mean contamination rate" in md and "FPR-corrected" in md and "top-scoring snippets" in md
 
 
+def test_book_audit_equals_the_one_process_reference(books, book_audit):
+    """The streaming audit (snippets cut on the workers, scored part by part, aggregated from score columns)
+    against the first version's way: every snippet planned and scored in one process, calibration with the
+    document ids as clusters, per-document rates over snippet dicts. Every number in the report agrees within
+    1e-6, and the evidence quotes the same snippets."""
+    import pyarrow as pa
+
+    from jobs.doc_inputs import read_documents
+    from scoring.audit import calibrate, corpus_summary, document_rates, plan_snippets
+    from scoring.detectors import parse_method
+    from scoring.evaluation import compute_scores
+    from scoring.tasks import ScoreTask, TokenizeTask
+    from scoring.tokenstats import TOKEN_STATS_SCHEMA
+    from scoring.views import strip_prefixes
+
+    out, rep = book_audit
+    f = books["folders"]
+    target, _ = read_documents(f"{books['root']}/target", min_words=8)
+    snips = [dict(s, label=-1) for d in target for s in plan_snippets(d, 20, 128, 0)]
+    for label, spec in ((1, f["calib/members"]), (0, f["calib/nonmembers"])):
+        docs, _ = read_documents(spec, min_words=8, id_prefix=f"calib{label}:")
+        snips += [dict(s, label=label) for d in docs for s in plan_snippets(d, 20, 128, 0)]
+    for i, s in enumerate(snips):
+        s["sid"] = f"s{i}"
+    texts = pa.Table.from_pylist([{"id": s["sid"], "input": s["text"]} for s in snips])
+    stats = strip_prefixes(ScoreTask(books["model"], scorer_kwargs={"max_batch_size": 16})(
+        TokenizeTask(books["model"], ("original",))(texts)), TOKEN_STATS_SCHEMA)
+    method = parse_method("min_k@k=0.2")
+    scores = compute_scores(stats, [{"id": s["sid"], "label": 0} for s in snips], [method]).column(method.column)
+    for s, v in zip(snips, scores.to_pylist()):
+        s["score"] = v
+    t = [s for s in snips if s["label"] == -1]
+    c = [s for s in snips if s["label"] != -1]
+    cal = calibrate([s["label"] for s in c], [s["score"] for s in c], [s["doc_id"] for s in c])
+    th = cal.threshold.value
+    docs = document_rates(t, th, "wilson", 3)
+    flags = np.asarray([s["score"] >= th for s in c], dtype=np.int64)
+    y = np.asarray([s["label"] for s in c])
+    cl = np.asarray([s["doc_id"] for s in c], dtype=object)
+    corpus = corpus_summary(np.asarray([s["score"] for s in t]), np.asarray([s["doc_id"] for s in t], dtype=object),
+                            np.asarray([d["rate"] for d in docs]), cal, benchmark=False, n_bootstrap=1000, seed=0,
+                            calib_flags=((flags[y == 1], cl[y == 1]), (flags[y == 0], cl[y == 0])))
+    assert rep["calibration"]["threshold"] == pytest.approx(th, abs=1e-6)
+    assert (rep["calibration"]["tpr"], rep["calibration"]["fpr"]) == (cal.tpr, cal.fpr)
+
+    def close(a, b, path=""):
+        if isinstance(a, dict):
+            assert set(a) == set(b), path
+            for k in a:
+                close(a[k], b[k], f"{path}.{k}")
+        elif isinstance(a, list):
+            assert len(a) == len(b), path
+            for i, (x, z) in enumerate(zip(a, b)):
+                close(x, z, f"{path}[{i}]")
+        elif isinstance(a, float):
+            assert (np.isnan(a) and np.isnan(b)) or abs(a - b) <= 1e-6, (path, a, b)
+        else:
+            assert a == b, (path, a, b)
+
+    close(json.loads(json.dumps(corpus, default=float)), rep["corpus"], "corpus")
+    got = {d["id"]: d for d in rep["documents"]}
+    for d in docs:
+        g = got[d["id"]]
+        close({k: d[k] for k in ("n_snippets", "n_flagged", "rate", "rate_ci")},
+              {k: g[k] for k in ("n_snippets", "n_flagged", "rate", "rate_ci")}, d["id"])
+        assert g["max_score"] == pytest.approx(d["max_score"], abs=1e-6)
+        assert [(s["index"], s["text"]) for s in g["top_snippets"]] == \
+            [(s["index"], s["text"]) for s in d["top_snippets"]]
+
+
 def test_gsm8k_style_benchmark_audit_gives_flagged_share_ci_and_evidence(books, ray_session, tmp_path):
     gsm = f"{books['root']}/gsm"
     invoke("audit", "--target", f"{gsm}/test.jsonl", "--calibration", f"{gsm}/calibration.jsonl",
@@ -98,7 +200,11 @@ def test_gsm8k_style_benchmark_audit_gives_flagged_share_ci_and_evidence(books, 
     lo, hi = corpus["flagged_share_ci"]
     assert 0 <= lo <= corpus["flagged_share"] <= hi <= 1 and corpus["n_snippets"] == 40
     counts = rep["counts"]["target"]
-    assert (counts["documents_in"], counts["documents_scored"], counts["documents_quarantined"]) == (42, 40, 2)
+    assert (counts["documents_in"], counts["documents_scored"], counts["documents_quarantined"]) == (43, 40, 3)
+    rows = assert_quarantine(tmp_path / "quarantine.parquet",
+                             {**books["gsm_test_bad"], **books["gsm_calibration_bad"]}, context=("role", "unit"))
+    assert {r["role"] for r in rows if r["id"].startswith("calib:")} == {"calibration"}
+    assert rep["counts"]["calibration"]["documents_quarantined"] == 4
     trained = set(books["gsm_test_trained_ids"])
     docs = {d["id"]: d for d in rep["documents"]}
     # the model trained on half of the rows: they score higher, and the leak shows as exact 13-gram overlap
@@ -128,9 +234,11 @@ def doc_mia(books, ray_session, tmp_path_factory):
         for f in folders:
             for p in sorted((Path(books["root"]) / f).glob("*.txt")):
                 shutil.copy(p, root / label / f"{f.replace('/', '_')}_{p.name}")
+    bad = write_malformed(root / "members" / "bad.jsonl")
     out = root / "out"
     invoke("doc-mia", "--members", root / "members", "--nonmembers", root / "nonmembers", "--model", books["model"],
            "--out", out, "--contexts", "32,64", "--folds", 4, "--n-trees", 50, "--batch-size", 16, "--quiet")
+    assert_quarantine(out / "quarantine.parquet", {f"member:{k}": v for k, v in bad.items()})
     return out
 
 
@@ -141,7 +249,7 @@ def test_doc_mia_runs_the_full_grid_and_writes_the_table(doc_mia):
         (n, f, c) for n in ("NoNorm", "RatioNorm-TF", "RatioNorm-GP", "MaxNorm-TF", "MaxNorm-GP")
         for f in ("AggFE", "HistFE") for c in (32, 64)}
     assert all(len(r["folds"]) == 4 and np.isfinite(r["auc_mean"]) for r in grid)
-    assert metrics["counts"] == {"documents_in": 16, "documents_used": 16, "documents_quarantined": 0,
+    assert metrics["counts"] == {"documents_in": 19, "documents_used": 16, "documents_quarantined": 3,
                                  "members_used": 8, "nonmembers_used": 8}
     # the model trained on the member books for several epochs: whole-document membership is easy here
     assert metrics["best"]["auc_mean"] >= 0.8, metrics["best"]
@@ -161,7 +269,9 @@ def test_unlearning_audit_flags_failed_unlearning_not_exact_unlearning(books, ra
     from scoring.tiny_lm import train_tiny_gpt2
 
     root, original = Path(books["root"]), books["model"]
-    forget = books["folders"]["target/members"]
+    forget = tmp_path / "forget"
+    shutil.copytree(books["folders"]["target/members"], forget)
+    bad = write_malformed(forget / "bad.jsonl")
     retain = [p.read_text() for p in sorted((root / "calib" / "members").glob("*.txt"))]
     # exact unlearning: a fresh model with the original's tokenizer, trained as long on the retain books only;
     # failed unlearning: the original nudged for 20 steps at lr 1e-4 on the retain books
@@ -179,6 +289,8 @@ def test_unlearning_audit_flags_failed_unlearning_not_exact_unlearning(books, ra
                "--out", tmp_path / f"out_{name}", "--batch-size", 16, "--quiet")
         reports[name] = json.loads((tmp_path / f"out_{name}" / "report.json").read_text())
         assert reports[name]["counts"]["chunks_scored"] == 4 * 3  # 1500-word books → 3 chunks of 512 words
+        assert reports[name]["counts"]["documents_quarantined"] == 3
+        assert_quarantine(tmp_path / f"out_{name}" / "quarantine.parquet", bad, context=("unit",))
     failed, exact = reports["failed"], reports["exact"]
     assert failed["flagged_share"] >= 0.9 and 0.95 < failed["ratio_quantiles"]["0.5"] < 1.05, failed
     # the exact-unlearned model finds the forgotten books less likely: Min-K% ratios above the 1.15 band

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import pytest
 
 from scoring.audit import NgramIndex, calibrate, chunk_document, document_rates, plan_snippets
@@ -154,10 +156,37 @@ def test_corpus_summary_wires_the_correction_by_hand():
 
     cal = Calibration(Threshold(0.0, "accuracy", 0.8, 0.2, 0.8), 20, 20, tpr=0.8, fpr=0.2, var_tpr=0.008,
                       var_fpr=0.008, doc_var_tpr=0.16, doc_var_fpr=0.16)
-    snips = [{"doc_id": f"ex{i}", "score": 1.0 if i < 4 else -1.0} for i in range(10)]  # 4 of 10 flagged
-    out = corpus_summary(snips, [], cal, benchmark=True)
+    scores = np.asarray([1.0 if i < 4 else -1.0 for i in range(10)])  # 4 of 10 flagged
+    out = corpus_summary(scores, np.asarray([f"ex{i}" for i in range(10)]), np.zeros(0), cal, benchmark=True)
     assert out["flagged_share"] == 0.4 and out["flagged_share_ci"] == pytest.approx(list(wilson_ci(4, 10)))
     corr = out["fpr_corrected"]
     assert corr["estimate"] == pytest.approx(1 / 3)  # (0.4 − 0.2)/(0.8 − 0.2)
     # Var r = Σw²·(π·0.16 + (1 − π)·0.16) = 0.1·0.16; Var π = (0.016 + π²·0.008 + (1 − π)²·0.008)/0.6² = 0.05679
     assert corr["ci"] == pytest.approx([0.0, 1 / 3 + 1.959964 * 0.2383068], abs=1e-5)
+
+
+def test_rates_by_document_handles_nan_and_top_snippets_break_ties_in_order():
+    from scoring.audit import rates_by_document, top_snippets
+
+    codes = np.asarray([0, 0, 0, 1, 1])
+    scores = np.asarray([np.nan, -1.0, -1.0, np.nan, np.nan])
+    r = rates_by_document(codes, scores, threshold=-2.0, n_docs=2)
+    assert r["n_snippets"] == [3, 2] and r["n_flagged"] == [2, 0]
+    assert r["max_score"][0] == -1.0 and math.isnan(r["max_score"][1])
+    top = top_snippets(codes, scores, top_k=2)
+    assert top == {0: [1, 2], 1: [3, 4]}  # equal scores keep input order; NaN goes last
+    assert top_snippets(codes, scores, top_k=1, wanted=np.asarray([1])) == {1: [3]}
+
+
+def test_cluster_bootstrap_is_the_same_with_sorted_integer_codes_as_with_ids():
+    from scoring.proportions import fpr_corrected_bootstrap_ci
+
+    rng = np.random.default_rng(1)
+    ids = np.asarray([f"doc{i % 37}" for i in range(300)], dtype=object)
+    uniq, codes = np.unique(ids, return_inverse=True)
+    flags = rng.integers(0, 2, 300)
+    m = (rng.integers(0, 2, 50), [f"m{i % 9}" for i in range(50)])
+    n = (rng.integers(0, 2, 50), [f"n{i % 7}" for i in range(50)])
+    a = fpr_corrected_bootstrap_ci((flags, ids), m, n, n=200, seed=3)
+    b = fpr_corrected_bootstrap_ci((flags, codes), m, n, n=200, seed=3)
+    assert a == b and cluster_proportion(flags, ids) == cluster_proportion(flags, codes)

@@ -1,0 +1,139 @@
+"""What the audit's driver does with the scores: Arrow and numpy over score columns (~100 bytes a snippet) and
+per-document metadata, never the snippets' texts (except the few the report quotes as evidence).
+
+    scores.parquet/ (sid, label, bucket = role, one detector)  ─┐
+    _staging/docs/ (per document: path, words, n-gram overlap)  ─┼─▶ per-document rates, documents.parquet
+    _staging/meta/ (per snippet: doc, index, start word)        ─┘─▶ snippets.parquet/, evidence for the report
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from jobs.audit_staging import ROLE_OF_CODE, public_id
+from jobs.ledger import quarantine_record
+from jobs.storage_io import Location
+
+SID_PATTERN = r"^[tc]\|(?P<doc>.*)#snippet(?P<index>[0-9]+)$"  # greedy: the last `#snippet` ends the doc id
+
+
+@dataclass
+class RoleScores:
+    """One role's scored snippets: ids, their document codes (0.. in sorted document-id order, so cluster
+    bootstraps draw documents exactly as with the ids themselves), scores and labels. `nan_ids` are the
+    snippets whose detector score is NaN (quarantined as no_score)."""
+
+    ids: pa.ChunkedArray
+    doc_ids: pa.Array
+    codes: np.ndarray
+    scores: np.ndarray
+    labels: np.ndarray
+    nan_ids: list[str]
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.doc_ids)
+
+
+def role_scores(scores: pa.Table, column: str, role: str) -> RoleScores:
+    t = scores.filter(pc.equal(scores["bucket"], role))
+    s = np.asarray(t[column].to_numpy(), dtype=np.float64)
+    finite = np.isfinite(s)
+    nan_ids = t["id"].filter(pa.array(~finite)).to_pylist()
+    t = t.filter(pa.array(finite))
+    doc = pc.struct_field(pc.extract_regex(t["id"], SID_PATTERN), "doc")
+    uniq = pc.unique(doc)
+    uniq = uniq.take(pc.array_sort_indices(uniq))
+    codes = np.asarray(pc.index_in(doc, value_set=uniq).to_numpy(), dtype=np.int64)
+    return RoleScores(t["id"], uniq, codes, s[finite], np.asarray(t["label"].to_numpy(), dtype=np.int64), nan_ids)
+
+
+def read_dir(dest: Location, under: str, prefix: str = "") -> pa.Table | None:
+    """Every Parquet file under `under` whose name starts with `prefix`, in name order, as one table."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    names = [n for n in dest.list(under) if n.endswith(".parquet") and n.rsplit("/", 1)[-1].startswith(prefix)]
+    tables = [pq.read_table(io.BytesIO(dest.read_bytes(n)) if dest.s3 else dest.root / n) for n in names]
+    return pa.concat_tables(tables) if tables else None
+
+
+def documents_table(stage: Location, role: str, rs: RoleScores, threshold: float, ci: str):
+    """(scored documents with their rates in input order, ids of documents with no scored snippet, ids of later
+    duplicates of a document id). Duplicates across staging tasks keep the first; their snippets were
+    quarantined as duplicate ids by the scoring survey."""
+    from scoring.audit import rates_by_document
+
+    docs = read_dir(stage, "_staging/docs", f"{role}-")
+    docs = docs.append_column("pos", pa.array(np.arange(docs.num_rows, dtype=np.int64)))
+    first = docs.group_by("id").aggregate([("pos", "min")])["pos_min"]
+    keep = pc.is_in(docs["pos"], value_set=first)
+    duplicates = docs.filter(pc.invert(keep))["id"].to_pylist()
+    docs = docs.filter(keep).drop_columns(["pos"])
+    docs = docs.append_column("pos", pa.array(np.arange(docs.num_rows, dtype=np.int64)))
+    rates = rates_by_document(rs.codes, rs.scores, threshold, rs.n_docs, ci)
+    rate_table = pa.table({"id": rs.doc_ids, **{k: pa.array(v) for k, v in rates.items()}})
+    # Arrow joins carry no list columns (the n-gram examples): join the keys, then take the documents' rows.
+    keys = docs.select(["id", "pos"]).join(rate_table, "id", join_type="inner").sort_by("pos")
+    scored = docs.take(keys["pos"])
+    for name in rates:
+        scored = scored.append_column(name, keys[name])
+    unscored = docs.filter(pc.invert(pc.is_in(docs["id"], value_set=rs.doc_ids)))["id"].to_pylist()
+    return scored, unscored, duplicates
+
+
+def report_rows(documents: pa.Table, cap: int) -> pa.Table:
+    """The documents listed in report.json: all of them up to `cap`, else the `cap` with the highest max score."""
+    if documents.num_rows <= cap:
+        return documents
+    key = pc.fill_null(documents["max_score"], -np.inf)
+    order = pc.array_sort_indices(pc.negate(key), null_placement="at_end")
+    return documents.take(order[:cap])
+
+
+def snippet_pass(stage: Location, names, scores: pa.Table, column: str, threshold: float, wanted: set[str],
+                 out_dir) -> dict:
+    """One staged meta file at a time: write snippets.parquet/ parts (score null when not scored) and collect
+    the words of scored snippets per role and where the wanted (evidence) snippets are."""
+    import pyarrow.parquet as pq
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    s = scores.select(["id", column]).rename_columns(["sid", "score"])
+    s = s.filter(pc.is_finite(s["score"]))
+    words: dict[str, list[np.ndarray]] = {"target": [], "calibration": []}
+    where: dict[str, dict] = {}
+    for name in names:
+        meta = stage.read_parquet(f"_staging/meta/{name}.parquet")
+        meta = meta.append_column("pos", pa.array(np.arange(meta.num_rows, dtype=np.int64)))
+        t = meta.join(s, "sid", join_type="left outer").sort_by("pos")
+        flagged = pc.greater_equal(t["score"], pa.scalar(threshold, pa.float64()))
+        pq.write_table(pa.table({"doc_id": t["doc_id"], "role": t["role"], "label": t["label"], "index": t["index"],
+                                 "start_word": t["start_word"], "n_words": t["n_words"], "score": t["score"],
+                                 "flagged": flagged}), out_dir / f"part-{name}.parquet")
+        ok = t.filter(pc.is_valid(t["score"]))
+        for role in words:
+            words[role].append(ok.filter(pc.equal(ok["role"], role))["n_words"].to_numpy())
+        if wanted:
+            for r in t.filter(pc.is_in(t["sid"], value_set=pa.array(sorted(wanted)))).to_pylist():
+                where[r["sid"]] = {"file": name, "index": r["index"], "start_word": r["start_word"]}
+    return {"words": {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in words.items()},
+            "where": where}
+
+
+def snippet_quarantine(scoring: Location, targets: RoleScores, calib: RoleScores, column: str) -> list[dict]:
+    """Snippets the scorer quarantined (read problems, duplicates, failures), and those whose score is NaN."""
+    from jobs.part_store import read_parts
+
+    out = []
+    q = read_parts(scoring, "quarantine.parquet")
+    for r in (q.to_pylist() if q is not None else []):
+        out.append({**r, "id": public_id(r["id"]), "role": ROLE_OF_CODE.get(r["id"][:1], "target"),
+                    "unit": "snippet"})
+    for rs, role in ((targets, "target"), (calib, "calibration")):
+        out += [dict(quarantine_record(public_id(i), "score", "no_score", f"{column} is NaN (too few tokens?)"),
+                     role=role, unit="snippet") for i in rs.nan_ids]
+    return out
