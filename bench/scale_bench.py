@@ -79,9 +79,24 @@ class RssSampler:
 
 
 def run_evaluate(bench: Path, model: str, out: Path, methods: str) -> dict:
+    res = run_job(["evaluate", "--benchmark", str(bench), "--model", model, "--out", str(out), "--methods", methods],
+                  out, "run.json")
+    res["parts"], res["detect_write_s"] = res["parts"]["parts"], res["parts"]["detect_write_s"]
+    return res
+
+
+def run_audit(target: Path, calibration: Path, model: str, out: Path) -> dict:
+    res = run_job(["audit", "--target", str(target), "--calibration", str(calibration), "--model", model,
+                   "--out", str(out), "--detector", "min_k@k=0.2", "--n-bootstrap", "1000"], out, "report.json")
+    res["parts"] = res["parts"]["parts"]
+    return res
+
+
+def run_job(args: list[str], out: Path, result_file: str) -> dict:
+    """`tidemark ARGS --quiet` as a subprocess with its own local Ray, its RSS sampled; counts, phases and part
+    stats from its result file."""
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [str(Path(sys.executable).parent / "tidemark"), "evaluate", "--benchmark", str(bench), "--model", model,
-           "--out", str(out), "--methods", methods, "--quiet"]
+    cmd = [str(Path(sys.executable).parent / "tidemark"), *args, "--quiet"]
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env.setdefault("RAY_AUTH_MODE", "disabled")
     t0 = time.perf_counter()
@@ -90,13 +105,12 @@ def run_evaluate(bench: Path, model: str, out: Path, methods: str) -> dict:
         _, err = proc.communicate()
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
-        raise RuntimeError(f"evaluate failed ({proc.returncode}): {err[-3000:]}")
-    run = json.loads((out / "run.json").read_text())
+        raise RuntimeError(f"{args[0]} failed ({proc.returncode}): {err[-3000:]}")
+    run = json.loads((out / result_file).read_text())
     step = max(1, len(rss.samples) // 200)  # keep ~200 samples of the RSS timeline
     return {"wall_s": round(wall, 2), "driver_peak_mb": round(rss.driver_peak / 2**20, 1),
             "workers_peak_mb": round(rss.workers_peak / 2**20, 1), "counts": run["counts"],
-            "phases_s": run["phases_s"], "parts": run["parts"]["parts"],
-            "detect_write_s": run["parts"]["detect_write_s"],
+            "phases_s": run["phases_s"], "parts": run["parts"],
             "rss_timeline_mb": [[t, round(d / 2**20, 1), round(w / 2**20, 1)] for t, d, w in rss.samples[::step]]}
 
 
@@ -124,7 +138,12 @@ def main(argv=None) -> int:
     ap.add_argument("--all-sizes", default="2000,8000", help="sizes for the `--methods all` slope ('' to skip)")
     ap.add_argument("--loop-rows", type=int, default=3000, help="rows for the bare batch-1 loop")
     ap.add_argument("--work", default=None)
+    ap.add_argument("--job", choices=("evaluate", "audit"), default="evaluate",
+                    help="audit: `tidemark audit` on N target rows with a fixed 2k-row calibration set "
+                         "(results in scale_audit.json/png)")
     args = ap.parse_args(argv)
+    if args.job == "audit":
+        return main_audit(args)
     from bench.common import environment, write_json
     from bench.workspace import tiny_model_dir, write_benchmark
 
@@ -173,7 +192,45 @@ def main(argv=None) -> int:
     return 0
 
 
-def plot(runs: dict, path: Path) -> None:
+def main_audit(args) -> int:
+    """The flat-driver check for `audit`: N target rows (one snippet each, benchmark mode) and the same 2k-row
+    labelled calibration set at every N."""
+    from bench.common import environment, write_json
+    from bench.workspace import tiny_model_dir
+
+    work = Path(args.work or Path(args.out) / "_scale_audit_work")
+    work.mkdir(parents=True, exist_ok=True)
+    sizes = [int(x) for x in args.sizes.split(",") if x]
+    rows = make_rows(max(sizes) + 2000)
+    model = tiny_model_dir(work, [r["text"] for r in rows[:5000]])["path"]
+    calibration = work / "calibration.jsonl"
+    calibration.write_text("".join(json.dumps({"id": f"cal-{r['id']}", "text": r["text"], "label": k % 2}) + "\n"
+                                   for k, r in enumerate(rows[-2000:])))
+    runs: dict = {}
+    for n in sizes:
+        target = work / f"target-{n}.jsonl"
+        target.write_text("".join(json.dumps({"id": r["id"], "text": r["text"]}) + "\n" for r in rows[:n]))
+        log(f"audit on {n} target rows ...")
+        res = run_audit(target, calibration, model, work / f"out-{n}")
+        res["rows_per_s"] = round(n / res["wall_s"], 1)
+        runs[n] = res
+        log(f"  {res['wall_s']} s, driver peak {res['driver_peak_mb']} MB, workers {res['workers_peak_mb']} MB")
+    ns = sorted(runs)
+    summary = {"driver_peak_ratio_largest_vs_smallest": round(runs[ns[-1]]["driver_peak_mb"]
+                                                              / runs[ns[0]]["driver_peak_mb"], 3),
+               "marginal_s_per_row": {f"{a}->{b}": (runs[b]["wall_s"] - runs[a]["wall_s"]) / (b - a)
+                                      for a, b in zip(ns, ns[1:])}}
+    payload = {"what": "tidemark audit (benchmark mode, min_k@k=0.2, 2k calibration rows) as a subprocess, tiny "
+                       f"GPT-2, SOTU passages of {WORDS} words", "environment": environment("cpu"),
+               "runs": {"audit": runs}, "summary": summary}
+    write_json(args.out, "scale_audit", payload)
+    plot({"audit": runs}, Path(args.out) / "scale_audit.png", what="audit target rows")
+    log(json.dumps(summary, indent=1))
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def plot(runs: dict, path: Path, what: str = "benchmark rows") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -182,11 +239,12 @@ def plot(runs: dict, path: Path) -> None:
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
     for label, r in runs.items():
         ns = sorted(r)
-        a.plot(ns, [r[n]["driver_peak_mb"] for n in ns], "o-", label=f"driver, --methods {label}")
-        a.plot(ns, [r[n]["workers_peak_mb"] for n in ns], "s--", label=f"Ray workers, --methods {label}")
-        b.plot(ns, [r[n]["rows_per_s"] for n in ns], "o-", label=f"--methods {label}")
-    a.set(xscale="log", xlabel="benchmark rows", ylabel="peak RSS (MB)", title="memory")
-    b.set(xscale="log", xlabel="benchmark rows", ylabel="rows/s (wall, start-up included)", title="throughput")
+        name = label if label == "audit" else f"--methods {label}"
+        a.plot(ns, [r[n]["driver_peak_mb"] for n in ns], "o-", label=f"driver, {name}")
+        a.plot(ns, [r[n]["workers_peak_mb"] for n in ns], "s--", label=f"Ray workers, {name}")
+        b.plot(ns, [r[n]["rows_per_s"] for n in ns], "o-", label=name)
+    a.set(xscale="log", xlabel=what, ylabel="peak RSS (MB)", title="memory")
+    b.set(xscale="log", xlabel=what, ylabel="rows/s (wall, start-up included)", title="throughput")
     a.legend(fontsize=7)
     b.legend(fontsize=7)
     fig.tight_layout()

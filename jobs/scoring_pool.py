@@ -158,7 +158,7 @@ class PartFinisher:
         ids, views, errors = (ts.column(c).to_pylist() for c in ("id", "view", "error"))
         self._check(index, pos, ids, views, errors)
         order = sorted(range(len(ids)), key=lambda i: (pos[ids[i]], self.view_order.get(views[i], 99), views[i]))
-        ts = ts.take(order)
+        ts = ts.take(pa.array(order, type=pa.int64()))  # typed: an empty part's [] would be a null array
         failed = {i: e for i, v, e in zip(ids, views, errors) if v == ORIGINAL and e}
         good = [r for r in rows.select(["id", "label", "bucket", "in_eval"]).to_pylist() if r["id"] not in failed]
         q = quarantine_table([*quarantined.to_pylist(),

@@ -178,3 +178,28 @@ def test_local_release_is_published_whole_and_a_failed_rebuild_keeps_the_old_one
     # The old release is untouched and still complete; the failed build's staging dir is gone.
     assert (out / "manifest.json").read_bytes() == manifest and (out / "_SUCCESS").exists()
     assert sorted(p.name for p in out.parent.iterdir()) == ["ops"]
+
+
+def test_audit_writes_its_parts_straight_to_s3(s3_server, corpus, tmp_path):
+    """audit --out s3://: the staging tasks and the scoring workers write to S3 themselves (a subprocess with its
+    own Ray, so they reach the moto server through the environment), and the location is complete only at the
+    end. The staged snippet texts are removed once scored."""
+    rows = [json.loads(line) for line in (corpus["root"] / "docs.jsonl").read_text().splitlines()]
+    target, calibration = tmp_path / "target.jsonl", tmp_path / "calibration.jsonl"
+    target.write_text("".join(json.dumps({"id": r["id"], "text": r["text"]}) + "\n" for r in rows[:20]))
+    calibration.write_text("".join(json.dumps({"id": r["id"], "text": r["text"], "label": k % 2}) + "\n"
+                                   for k, r in enumerate(rows[20:])))
+    out = f"s3://{BUCKET}/audits/tiny"
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    proc = subprocess.run([str(Path(sys.executable).parent / "tidemark"), "audit", "--target", str(target),
+                           "--calibration", str(calibration), "--model", corpus["model"], "--out", out,
+                           "--detector", "loss", "--min-words", "1", "--shard-size", "8", "--quiet"],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
+    keys = {k[len("audits/tiny/"):] for k in all_objects(s3_server) if k.startswith("audits/tiny/")}
+    assert {"_SUCCESS", "report.json", "report.md", "documents.parquet", "scoring/_parts/part-00000.done.json",
+            "scoring/scores.parquet/part-00000.parquet", "quarantine.parquet/part-scored.parquet"} <= keys
+    assert any(k.startswith("snippets.parquet/part-") for k in keys)
+    assert not any(k.startswith("_staging/snippets/") for k in keys)
+    report = json.loads(s3_server.get_object(Bucket=BUCKET, Key="audits/tiny/report.json")["Body"].read())
+    assert report["counts"]["target"]["snippets_scored"] == 20 and report["parts"]["parts"] >= 2

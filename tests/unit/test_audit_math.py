@@ -190,3 +190,16 @@ def test_cluster_bootstrap_is_the_same_with_sorted_integer_codes_as_with_ids():
     a = fpr_corrected_bootstrap_ci((flags, ids), m, n, n=200, seed=3)
     b = fpr_corrected_bootstrap_ci((flags, codes), m, n, n=200, seed=3)
     assert a == b and cluster_proportion(flags, ids) == cluster_proportion(flags, codes)
+
+
+def test_blocked_bootstraps_equal_one_big_draw():
+    """The corpus bootstraps draw their resamples in blocks (bounded memory at any corpus size); the numbers are
+    those of the single [n, size] draw they replaced."""
+    from scoring.proportions import bootstrap_mean_ci, resampled_rows
+
+    v = np.random.default_rng(0).random(5000)
+    big = v[np.random.default_rng(7).integers(0, v.size, size=(300, v.size))].mean(1)
+    blocked = resampled_rows(np.random.default_rng(7), 300, v.size, lambda idx: v[idx].mean(1), budget=40_000)
+    np.testing.assert_array_equal(big, blocked)
+    lo, hi = np.quantile(big, [0.025, 0.975])
+    assert bootstrap_mean_ci(v, n=300, seed=7) == (float(lo), float(hi))

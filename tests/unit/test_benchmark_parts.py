@@ -109,3 +109,20 @@ def test_a_part_is_skipped_only_when_its_marker_matches(tmp_path):
     store.clean(keep={0})
     assert dest.list("token_stats.parquet") == ["token_stats.parquet/part-00000.parquet"]
     assert dest.list("_parts") == ["_parts/part-00000.done.json"]
+
+
+def test_a_part_with_no_line_finishes_with_empty_files(tmp_path):
+    """A byte range in which no line starts (the tail of a file) is a part with no row: it is finished and
+    committed like any other, with empty token-stats, scores and quarantine files (it used to crash the take)."""
+    from jobs.scoring_pool import ROWS_SCHEMA, ModelBranch, PartFinisher, ScoringSpec
+    from jobs.ledger import quarantine_table
+    from scoring.detectors import parse_method
+    from scoring.tasks import SCORED_SCHEMA
+
+    spec = ScoringSpec((ModelBranch("unused", ("original",)),))
+    finisher = PartFinisher(spec, str(tmp_path), [parse_method("loss")])
+    summary = finisher.finish(7, ROWS_SCHEMA.empty_table(), quarantine_table([]), SCORED_SCHEMA.empty_table(),
+                              "streamed")
+    assert (summary["rows_in"], summary["scored"], summary["quarantined"]) == (0, 0, 0)
+    for d in ("token_stats", "scores", "quarantine"):
+        assert pq.read_table(tmp_path / f"{d}.parquet" / "part-00007.parquet").num_rows == 0
