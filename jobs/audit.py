@@ -201,14 +201,13 @@ def run_audit(cfg: AuditConfig) -> dict:
     phases.lap("snippets table and evidence")
 
     doc_rows = []
-    code_of = {d: i for i, d in enumerate(tgt.doc_ids.to_pylist())} if listed.num_rows else {}
-    for d in listed.to_pylist():
+    for d, code in zip(listed.to_pylist(), want_codes.tolist()):
         row = {"id": d["id"], "n_snippets": d["n_snippets"], "n_flagged": d["n_flagged"], "rate": d["rate"],
                "rate_ci": [d["rate_lo"], d["rate_hi"]], "max_score": d["max_score"], "path": d["path"],
                "n_words": d["n_words"],
                "top_snippets": [{"index": snip["where"][sid]["index"], "start_word": snip["where"][sid]["start_word"],
                                  "score": score_of[sid], "flagged": bool(score_of[sid] >= th), "text": texts[sid]}
-                                for sid in top_ids.get(code_of[d["id"]], [])]}
+                                for sid in top_ids.get(code, [])]}
         if cfg.reference_corpus:
             row["ngram_overlap"] = {"n_ngrams": d["ngram_n_ngrams"], "n_matched": d["ngram_n_matched"],
                                     "share": d["ngram_share"], "examples": d["ngram_examples"]}

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from jobs.audit_staging import ROLE_OF_CODE, public_id
 from jobs.ledger import quarantine_record
+from jobs.part_store import read_parts
 from jobs.storage_io import Location
 
 SID_PATTERN = r"^[tc]\|(?P<doc>.*)#snippet(?P<index>[0-9]+)$"  # greedy: the last `#snippet` ends the doc id
@@ -51,24 +52,13 @@ def role_scores(scores: pa.Table, column: str, role: str) -> RoleScores:
     return RoleScores(t["id"], uniq, codes, s[finite], np.asarray(t["label"].to_numpy(), dtype=np.int64), nan_ids)
 
 
-def read_dir(dest: Location, under: str, prefix: str = "") -> pa.Table | None:
-    """Every Parquet file under `under` whose name starts with `prefix`, in name order, as one table."""
-    import io
-
-    import pyarrow.parquet as pq
-
-    names = [n for n in dest.list(under) if n.endswith(".parquet") and n.rsplit("/", 1)[-1].startswith(prefix)]
-    tables = [pq.read_table(io.BytesIO(dest.read_bytes(n)) if dest.s3 else dest.root / n) for n in names]
-    return pa.concat_tables(tables) if tables else None
-
-
 def documents_table(stage: Location, role: str, rs: RoleScores, threshold: float, ci: str):
     """(scored documents with their rates in input order, ids of documents with no scored snippet, ids of later
     duplicates of a document id). Duplicates across staging tasks keep the first; their snippets were
     quarantined as duplicate ids by the scoring survey."""
     from scoring.audit import rates_by_document
 
-    docs = read_dir(stage, "_staging/docs", f"{role}-")
+    docs = read_parts(stage, "_staging/docs", prefix=f"{role}-")
     docs = docs.append_column("pos", pa.array(np.arange(docs.num_rows, dtype=np.int64)))
     first = docs.group_by("id").aggregate([("pos", "min")])["pos_min"]
     keep = pc.is_in(docs["pos"], value_set=first)
@@ -126,8 +116,6 @@ def snippet_pass(stage: Location, names, scores: pa.Table, column: str, threshol
 
 def snippet_quarantine(scoring: Location, targets: RoleScores, calib: RoleScores, column: str) -> list[dict]:
     """Snippets the scorer quarantined (read problems, duplicates, failures), and those whose score is NaN."""
-    from jobs.part_store import read_parts
-
     out = []
     q = read_parts(scoring, "quarantine.parquet")
     for r in (q.to_pylist() if q is not None else []):

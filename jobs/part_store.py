@@ -56,12 +56,12 @@ class PartStore:
                     self.dest.delete(rel)
 
 
-def read_parts(dest: Location, under: str, columns=None) -> pa.Table | None:
-    """A part directory (`scores.parquet`, ...) as one table in part order, only `columns` when given; None when
-    it holds no part."""
+def read_parts(dest: Location, under: str, columns=None, prefix: str = "") -> pa.Table | None:
+    """A part directory (`scores.parquet`, ...) as one table in part order, only `columns` when given and only
+    files whose name starts with `prefix`; None when it holds no part."""
     import pyarrow.parquet as pq
 
-    names = [n for n in dest.list(under) if n.endswith(".parquet")]
+    names = [n for n in dest.list(under) if n.endswith(".parquet") and n.rsplit("/", 1)[-1].startswith(prefix)]
     tables = [pq.read_table(io.BytesIO(dest.read_bytes(n)) if dest.s3 else dest.root / n, columns=columns)
               for n in names]
     return pa.concat_tables(tables) if tables else None
