@@ -120,6 +120,7 @@ def run_audit(cfg: AuditConfig) -> dict:
 
     from jobs import audit_results as results
     from jobs.audit_staging import fetch_texts, run_staging
+    from jobs.driver_memory import trim
     from jobs.corpus_io import iter_texts
     from jobs.doc_inputs import ROW_SUFFIXES, document_files
     from jobs.evaluate import PhaseClock, _ensure_ray, token_freq_from_corpus
@@ -270,13 +271,14 @@ def run_audit(cfg: AuditConfig) -> dict:
         warnings.append(f"report.json lists the {listed.num_rows} documents with the highest max score of "
                         f"{documents.num_rows}; documents.parquet holds them all")
 
+    trim()  # the aggregation's temporaries are freed: return them before the plots allocate (the driver's peak)
     plots = ["scores_hist.png"]
     plot_scores(tgt.scores, cal.scores[cal.labels == 1], cal.scores[cal.labels == 0], th, method.column,
                 out / "scores_hist.png")
     if not benchmark:
         plot_rates(rates, corpus["mean_rate"], out / "rates_hist.png")
         plots.append("rates_hist.png")
-    pq.write_table(documents.drop_columns(["pos", "role"]), out / "documents.parquet")
+    pq.write_table(documents.drop_columns(["role"]), out / "documents.parquet")
     pred = (cal.scores >= th).astype(int)
     report = {
         "target": cfg.target, "model": cfg.model, "detector": method.column,

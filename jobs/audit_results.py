@@ -55,24 +55,27 @@ def role_scores(scores: pa.Table, column: str, role: str) -> RoleScores:
 def documents_table(stage: Location, role: str, rs: RoleScores, threshold: float, ci: str):
     """(scored documents with their rates in input order, ids of documents with no scored snippet, ids of later
     duplicates of a document id). Duplicates across staging tasks keep the first; their snippets were
-    quarantined as duplicate ids by the scoring survey."""
+    quarantined as duplicate ids by the scoring survey. Ids are matched with index_in over sorted ids and the
+    rest is numpy (a hash join and group-by cost ~1 KB a document in the driver)."""
     from scoring.audit import rates_by_document
 
     docs = read_parts(stage, "_staging/docs", prefix=f"{role}-")
-    docs = docs.append_column("pos", pa.array(np.arange(docs.num_rows, dtype=np.int64)))
-    first = docs.group_by("id").aggregate([("pos", "min")])["pos_min"]
-    keep = pc.is_in(docs["pos"], value_set=first)
-    duplicates = docs.filter(pc.invert(keep))["id"].to_pylist()
-    docs = docs.filter(keep).drop_columns(["pos"])
-    docs = docs.append_column("pos", pa.array(np.arange(docs.num_rows, dtype=np.int64)))
+    uniq = pc.unique(docs["id"])
+    code = np.asarray(pc.index_in(docs["id"], value_set=uniq).to_numpy(), dtype=np.int64)
+    pos = np.arange(docs.num_rows, dtype=np.int64)
+    first = np.full(len(uniq), docs.num_rows, dtype=np.int64)
+    np.minimum.at(first, code, pos)
+    keep = first[code] == pos
+    duplicates = docs["id"].filter(pa.array(~keep)).to_pylist()
+    docs = docs.filter(pa.array(keep))
     rates = rates_by_document(rs.codes, rs.scores, threshold, rs.n_docs, ci)
-    rate_table = pa.table({"id": rs.doc_ids, **{k: pa.array(v) for k, v in rates.items()}})
-    # Arrow joins carry no list columns (the n-gram examples): join the keys, then take the documents' rows.
-    keys = docs.select(["id", "pos"]).join(rate_table, "id", join_type="inner").sort_by("pos")
-    scored = docs.take(keys["pos"])
-    for name in rates:
-        scored = scored.append_column(name, keys[name])
-    unscored = docs.filter(pc.invert(pc.is_in(docs["id"], value_set=rs.doc_ids)))["id"].to_pylist()
+    at = pc.index_in(docs["id"], value_set=rs.doc_ids)  # the document's code in rs, null when nothing scored
+    scored_mask = np.asarray(pc.is_valid(at).to_numpy(zero_copy_only=False), dtype=bool)
+    unscored = docs["id"].filter(pa.array(~scored_mask)).to_pylist()
+    scored = docs.filter(pa.array(scored_mask))
+    take = np.asarray(at.filter(pa.array(scored_mask)).to_numpy(), dtype=np.int64)
+    for name, values in rates.items():
+        scored = scored.append_column(name, pa.array(values[take]))
     return scored, unscored, duplicates
 
 
@@ -93,13 +96,13 @@ def snippet_pass(stage: Location, names, scores: pa.Table, column: str, threshol
 
     out_dir.mkdir(parents=True, exist_ok=True)
     s = scores.select(["id", column]).rename_columns(["sid", "score"])
-    s = s.filter(pc.is_finite(s["score"]))
+    s = s.filter(pc.is_finite(s["score"])).combine_chunks()
     words: dict[str, list[np.ndarray]] = {"target": [], "calibration": []}
     where: dict[str, dict] = {}
     for name in names:
         meta = stage.read_parquet(f"_staging/meta/{name}.parquet")
-        meta = meta.append_column("pos", pa.array(np.arange(meta.num_rows, dtype=np.int64)))
-        t = meta.join(s, "sid", join_type="left outer").sort_by("pos")
+        at = pc.index_in(meta["sid"], value_set=s["sid"])  # null where the snippet has no finite score
+        t = meta.append_column("score", pc.take(s["score"], at))
         flagged = pc.greater_equal(t["score"], pa.scalar(threshold, pa.float64()))
         pq.write_table(pa.table({"doc_id": t["doc_id"], "role": t["role"], "label": t["label"], "index": t["index"],
                                  "start_word": t["start_word"], "n_words": t["n_words"], "score": t["score"],

@@ -55,6 +55,9 @@ def resolve_methods(cfg: EvaluateConfig):
 def _ensure_ray():
     import ray
 
+    from jobs.driver_memory import return_freed_memory
+
+    return_freed_memory()  # this process is a job's driver: keep its RSS what it holds (jobs/driver_memory.py)
     if not ray.is_initialized():
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         ray.init(address=os.environ.get("RAY_ADDRESS"), include_dashboard=False, logging_level="WARNING")

@@ -56,6 +56,33 @@ def binomial_ci(k: int, n: int, method: str = "wilson", alpha: float = 0.05) -> 
     return CI_METHODS[method](int(k), int(n), alpha)
 
 
+def binomial_cis(k: np.ndarray, n: np.ndarray, method: str = "wilson",
+                 alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+    """`binomial_ci` over arrays of counts at once (an audit has one interval per document: a Python call per
+    document held a tuple per document in the driver). Same arithmetic as the scalar functions above."""
+    if method not in CI_METHODS:
+        raise ValueError(f"unknown CI method {method!r}: use {' or '.join(CI_METHODS)}")
+    k, n = np.asarray(k, dtype=np.float64), np.asarray(n, dtype=np.float64)
+    lo, hi = np.full(k.shape, np.nan), np.full(k.shape, np.nan)
+    ok = n > 0
+    k, n = k[ok], n[ok]
+    if method == "wilson":
+        z = _z(alpha)
+        p = k / n
+        denom = 1 + z * z / n
+        centre = (p + z * z / (2 * n)) / denom
+        half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+        lo[ok] = np.where(k == 0, 0.0, np.maximum(0.0, centre - half))
+        hi[ok] = np.where(k == n, 1.0, np.minimum(1.0, centre + half))
+    else:
+        from scipy.stats import beta
+
+        with np.errstate(invalid="ignore", divide="ignore"):  # k = 0 / k = n are set exactly below
+            lo[ok] = np.where(k == 0, 0.0, beta.ppf(alpha / 2, k, n - k + 1))
+            hi[ok] = np.where(k == n, 1.0, beta.ppf(1 - alpha / 2, k + 1, n - k))
+    return lo, hi
+
+
 def fpr_corrected(r: float, t: float, f: float) -> float:
     """π = (r − f)/(t − f), clipped to [0, 1]; NaN when the detector does not beat chance (t ≤ f)."""
     if not (t - f > 0):

@@ -171,7 +171,7 @@ def test_rates_by_document_handles_nan_and_top_snippets_break_ties_in_order():
     codes = np.asarray([0, 0, 0, 1, 1])
     scores = np.asarray([np.nan, -1.0, -1.0, np.nan, np.nan])
     r = rates_by_document(codes, scores, threshold=-2.0, n_docs=2)
-    assert r["n_snippets"] == [3, 2] and r["n_flagged"] == [2, 0]
+    assert r["n_snippets"].tolist() == [3, 2] and r["n_flagged"].tolist() == [2, 0]
     assert r["max_score"][0] == -1.0 and math.isnan(r["max_score"][1])
     top = top_snippets(codes, scores, top_k=2)
     assert top == {0: [1, 2], 1: [3, 4]}  # equal scores keep input order; NaN goes last
@@ -203,3 +203,21 @@ def test_blocked_bootstraps_equal_one_big_draw():
     np.testing.assert_array_equal(big, blocked)
     lo, hi = np.quantile(big, [0.025, 0.975])
     assert bootstrap_mean_ci(v, n=300, seed=7) == (float(lo), float(hi))
+
+
+@pytest.mark.parametrize("method", ["wilson", "clopper-pearson"])
+def test_vectorised_binomial_cis_equal_the_scalar_ones(method):
+    """The audit computes one interval per document with `binomial_cis`; each must be the scalar function's."""
+    from scoring.proportions import binomial_cis
+
+    n = np.asarray([0, 1, 1, 2, 5, 5, 5, 10, 37, 100, 1000])
+    k = np.asarray([0, 0, 1, 1, 0, 3, 5, 9, 11, 50, 999])
+    lo, hi = binomial_cis(k, n, method)
+    for a, b, l, h in zip(k, n, lo, hi):
+        want = binomial_ci(int(a), int(b), method)
+        if b == 0:
+            assert math.isnan(l) and math.isnan(h) and all(math.isnan(x) for x in want)
+        else:
+            assert (l, h) == pytest.approx(want, abs=1e-12)
+    with pytest.raises(ValueError):
+        binomial_cis(k, n, "wald")
