@@ -174,11 +174,12 @@ def run_audit(cfg: AuditConfig) -> dict:
     run.ledger.check("audit scoring")
     phases.lap("score (workers)")
 
-    scores = read_parts(scoring, "scores.parquet", ["id", "label", "bucket", method.column])
+    scores = read_parts(scoring, "scores.parquet", ["id", "label", method.column])
     if scores is None:
         raise RuntimeError(f"no snippet could be scored; see {scoring.child('quarantine.parquet')}")
     tgt = results.role_scores(scores, method.column, "target")
     cal = results.role_scores(scores, method.column, "calibration")
+    del scores  # each role keeps its own arrays; the driver holds each score once
     try:  # the threshold, and TPR/FPR at it with documents as clusters
         calib = calibrate(cal.labels, cal.scores, cal.codes, objective=cfg.objective, target_fpr=cfg.target_fpr)
     except ValueError as exc:
@@ -194,7 +195,8 @@ def run_audit(cfg: AuditConfig) -> dict:
     phases.lap("rates")
 
     names = [n for s in staged for n in s["files"]]
-    snip = results.snippet_pass(dest, names, scores, method.column, th, wanted, out / "snippets.parquet")
+    snip = results.snippet_pass(dest, names, {"target": tgt, "calibration": cal}, th, wanted,
+                                out / "snippets.parquet")
     by_file: dict[str, set[str]] = {}
     for sid, w in snip["where"].items():
         by_file.setdefault(w["file"], set()).add(sid)
@@ -360,7 +362,7 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, help="seed for snippets and bootstraps"),
         actors: int = typer.Option(1, help="scorer actors (model replicas)"),
         gpus_per_actor: float = typer.Option(0.0, help="GPUs per scorer actor (0 = CPU)"),
-        batch_size: Optional[int] = typer.Option(None, help="sequences per forward pass (default: 1 on CPU, 64 on GPU)"),
+        batch_size: Optional[int] = typer.Option(None, help="sequences per forward pass (default: 64 on GPU; on CPU up to 16 within 2,048 tokens)"),
         context: Optional[int] = typer.Option(None, help="window length in tokens (default: model max, ≤2048)"),
         stride: Optional[int] = typer.Option(None, help="window stride for long snippets (default: context/2)"),
         ref_model: Optional[str] = typer.Option(None, help="reference model, for the `ref` detector"),

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.audit_staging import ROLE_OF_CODE, public_id
+from jobs.audit_staging import ROLE_CODE, ROLE_OF_CODE, public_id
 from jobs.ledger import quarantine_record
 from jobs.part_store import read_parts
 from jobs.storage_io import Location
@@ -27,7 +27,7 @@ class RoleScores:
     bootstraps draw documents exactly as with the ids themselves), scores and labels. `nan_ids` are the
     snippets whose detector score is NaN (quarantined as no_score)."""
 
-    ids: pa.ChunkedArray
+    ids: pa.Array
     doc_ids: pa.Array
     codes: np.ndarray
     scores: np.ndarray
@@ -40,16 +40,18 @@ class RoleScores:
 
 
 def role_scores(scores: pa.Table, column: str, role: str) -> RoleScores:
-    t = scores.filter(pc.equal(scores["bucket"], role))
+    """One role's rows of the scores table (the role is the sid's first letter, so no bucket column is read)."""
+    t = scores.filter(pc.starts_with(scores["id"], pattern=f"{ROLE_CODE[role]}|"))
     s = np.asarray(t[column].to_numpy(), dtype=np.float64)
     finite = np.isfinite(s)
     nan_ids = t["id"].filter(pa.array(~finite)).to_pylist()
     t = t.filter(pa.array(finite))
-    doc = pc.struct_field(pc.extract_regex(t["id"], SID_PATTERN), "doc")
+    ids = t["id"].combine_chunks()
+    doc = pc.struct_field(pc.extract_regex(ids, SID_PATTERN), "doc")
     uniq = pc.unique(doc)
     uniq = uniq.take(pc.array_sort_indices(uniq))
     codes = np.asarray(pc.index_in(doc, value_set=uniq).to_numpy(), dtype=np.int64)
-    return RoleScores(t["id"], uniq, codes, s[finite], np.asarray(t["label"].to_numpy(), dtype=np.int64), nan_ids)
+    return RoleScores(ids, uniq, codes, s[finite], np.asarray(t["label"].to_numpy(), dtype=np.int64), nan_ids)
 
 
 def documents_table(stage: Location, role: str, rs: RoleScores, threshold: float, ci: str):
@@ -88,29 +90,29 @@ def report_rows(documents: pa.Table, cap: int) -> pa.Table:
     return documents.take(order[:cap])
 
 
-def snippet_pass(stage: Location, names, scores: pa.Table, column: str, threshold: float, wanted: set[str],
+def snippet_pass(stage: Location, names, roles: dict[str, RoleScores], threshold: float, wanted: set[str],
                  out_dir) -> dict:
-    """One staged meta file at a time: write snippets.parquet/ parts (score null when not scored) and collect
-    the words of scored snippets per role and where the wanted (evidence) snippets are."""
+    """One staged meta file at a time (each holds one role's snippets): write snippets.parquet/ parts (score null
+    when not scored) and collect the words of scored snippets per role and where the wanted (evidence) snippets
+    are. Scores come from the roles' arrays: the scores table itself is gone by now."""
     import pyarrow.parquet as pq
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    s = scores.select(["id", column]).rename_columns(["sid", "score"])
-    s = s.filter(pc.is_finite(s["score"])).combine_chunks()
-    words: dict[str, list[np.ndarray]] = {"target": [], "calibration": []}
+    words: dict[str, list[np.ndarray]] = {role: [] for role in roles}
     where: dict[str, dict] = {}
     for name in names:
         meta = stage.read_parquet(f"_staging/meta/{name}.parquet")
-        at = pc.index_in(meta["sid"], value_set=s["sid"])  # null where the snippet has no finite score
-        t = meta.append_column("score", pc.take(s["score"], at))
-        flagged = pc.greater_equal(t["score"], pa.scalar(threshold, pa.float64()))
-        pq.write_table(pa.table({"doc_id": t["doc_id"], "role": t["role"], "label": t["label"], "index": t["index"],
-                                 "start_word": t["start_word"], "n_words": t["n_words"], "score": t["score"],
-                                 "flagged": flagged}), out_dir / f"part-{name}.parquet")
-        ok = t.filter(pc.is_valid(t["score"]))
-        for role in words:
-            words[role].append(ok.filter(pc.equal(ok["role"], role))["n_words"].to_numpy())
+        role = name.split("-", 1)[0]
+        rs = roles[role]
+        at = pc.index_in(meta["sid"], value_set=rs.ids)  # null where the snippet has no finite score
+        score = pc.take(pa.array(rs.scores), at)
+        flagged = pc.greater_equal(score, pa.scalar(threshold, pa.float64()))
+        pq.write_table(pa.table({"doc_id": meta["doc_id"], "role": meta["role"], "label": meta["label"],
+                                 "index": meta["index"], "start_word": meta["start_word"], "n_words": meta["n_words"],
+                                 "score": score, "flagged": flagged}), out_dir / f"part-{name}.parquet")
+        words[role].append(meta["n_words"].filter(pc.is_valid(score)).to_numpy())
         if wanted:
+            t = meta.select(["sid", "index", "start_word"])
             for r in t.filter(pc.is_in(t["sid"], value_set=pa.array(sorted(wanted)))).to_pylist():
                 where[r["sid"]] = {"file": name, "index": r["index"], "start_word": r["start_word"]}
     return {"words": {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in words.items()},

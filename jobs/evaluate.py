@@ -25,7 +25,7 @@ class EvaluateConfig:
     methods: str = "all"
     actors: int = 1
     gpus_per_actor: float = 0.0
-    batch_size: Optional[int] = None  # sequences per forward pass; None = device default (1 on CPU, 64 on GPU)
+    batch_size: Optional[int] = None  # sequences per forward pass; None = device default (GPU 64; CPU up to 16 within 2,048 tokens)
     context: Optional[int] = None
     stride: Optional[int] = None
     recall_shots: int = 3
@@ -226,7 +226,7 @@ def register(app: typer.Typer) -> None:
         methods: str = typer.Option("all", help="comma-separated detectors, params with @: `loss,min_k@k=0.1,pac@n=3`"),
         actors: int = typer.Option(1, help="scorer actors (model replicas)"),
         gpus_per_actor: float = typer.Option(0.0, help="GPUs per scorer actor (0 = CPU)"),
-        batch_size: Optional[int] = typer.Option(None, help="sequences per forward pass (default: 1 on CPU, 64 on GPU)"),
+        batch_size: Optional[int] = typer.Option(None, help="sequences per forward pass (default: 64 on GPU; on CPU up to 16 within 2,048 tokens)"),
         context: Optional[int] = typer.Option(None, help="window length in tokens (default: model max, ≤2048)"),
         stride: Optional[int] = typer.Option(None, help="window stride for long texts (default: context/2)"),
         recall_shots: int = typer.Option(3, help="non-member texts in the ReCaLL prefix (excluded from evaluation)"),

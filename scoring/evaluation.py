@@ -9,6 +9,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from scoring.detectors import Method
 from scoring.detectors.dc_pdd import TOKEN_FREQ
@@ -42,11 +43,12 @@ def compute_scores(token_stats: pa.Table, rows: Sequence[Mapping], methods: Sequ
 
 
 def _groups(scores: pa.Table) -> list[tuple[str, np.ndarray]]:
-    in_eval = np.asarray(scores.column("in_eval").to_pylist(), dtype=bool)
-    buckets = np.asarray([b if b is not None else "" for b in scores.column("bucket").to_pylist()], dtype=object)
+    in_eval = np.asarray(scores.column("in_eval").to_numpy(zero_copy_only=False), dtype=bool)
+    buckets = scores.column("bucket")
     out = [(ALL, in_eval)]
-    for b in sorted({b for b in buckets if b}, key=lambda x: (len(x), x)):
-        out.append((b, in_eval & (buckets == b)))
+    # Arrow masks, not a Python string per row: the driver reads score columns of millions of rows.
+    for b in sorted((b for b in pc.unique(buckets).to_pylist() if b), key=lambda x: (len(x), x)):
+        out.append((b, in_eval & np.asarray(pc.fill_null(pc.equal(buckets, b), False).to_numpy(), dtype=bool)))
     return out
 
 

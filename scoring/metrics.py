@@ -68,6 +68,7 @@ def resampled_aucs(y: np.ndarray, s: np.ndarray, idx: np.ndarray, block: int | N
     order = np.argsort(s, kind="mergesort")
     s_sorted, pos = s[order], y[order].astype(np.float64)
     starts = np.flatnonzero(np.r_[True, s_sorted[1:] != s_sorted[:-1]])  # first index of each distinct score
+    ties = starts.size < n
     rank_of = np.empty(n, dtype=np.int64)
     rank_of[order] = np.arange(n)
     out = []
@@ -76,8 +77,9 @@ def resampled_aucs(y: np.ndarray, s: np.ndarray, idx: np.ndarray, block: int | N
         offsets = np.arange(part.shape[0])[:, None] * n
         counts = np.bincount((rank_of[part] + offsets).ravel(), minlength=part.shape[0] * n)
         counts = counts.reshape(part.shape[0], n).astype(np.float64)  # counts[r, i]: copies of sorted example i
-        w1 = np.add.reduceat(counts * pos, starts, axis=1)  # member weight per distinct score
-        w0 = np.add.reduceat(counts * (1.0 - pos), starts, axis=1)
+        w1, w0 = counts * pos, counts * (1.0 - pos)
+        if ties:  # member / non-member weight per distinct score (without ties each example is its own score)
+            w1, w0 = np.add.reduceat(w1, starts, axis=1), np.add.reduceat(w0, starts, axis=1)
         below = np.cumsum(w0, axis=1) - w0  # non-member weight strictly below each distinct score
         n1, n0 = w1.sum(1), w0.sum(1)
         ok = (n1 > 0) & (n0 > 0)

@@ -129,7 +129,9 @@ def test_scores_equal_the_one_process_reference(evaluated, study):
     first version computed: every row tokenised and scored in one process, the whole token-stats table in memory,
     DC-PDD's frequencies counted over it, detectors run over all of it at once. The ReCaLL prefix is the one this
     run chose (the rule that picks it changed on purpose: a seeded hash of ids instead of a draw from non-members
-    held in memory); with it, every detector must agree within 1e-6."""
+    held in memory); with it, every detector must agree within 1e-6. The reference scores one window per forward
+    pass, as the first version did; the plane uses the CPU default batches (up to 16 windows within 2,048 tokens),
+    so this also bounds what batching changes."""
     from jobs.benchmark_io import read_benchmark
     from scoring.detectors import parse_methods
     from scoring.detectors.dc_pdd import count_tokens
@@ -148,7 +150,7 @@ def test_scores_equal_the_one_process_reference(evaluated, study):
     views = tuple(run["views"])
     texts = pa.Table.from_pylist([{"id": r["id"], "input": r["input"]} for r in rows])
     tokens = TokenizeTask(study["model"], views, prefix_text)(texts)
-    scored = ScoreTask(study["model"])(tokens)
+    scored = ScoreTask(study["model"], scorer_kwargs={"max_batch_size": 1})(tokens)  # the first version: batch 1
     token_stats = strip_prefixes(scored, TOKEN_STATS_SCHEMA)
     orig = [t for v, t in zip(token_stats.column("view").to_pylist(), token_stats.column("token_ids").to_pylist())
             if v == ORIGINAL]

@@ -66,14 +66,17 @@ def test_f1_and_fpr_objectives():
         calibrate_threshold(labels, scores, "auc")
 
 
-def test_vectorised_bootstrap_equals_a_roc_auc_score_loop_with_ties():
+@pytest.mark.parametrize("decimals", [1, None])
+def test_vectorised_bootstrap_equals_a_roc_auc_score_loop_with_and_without_ties(decimals):
     from sklearn.metrics import roc_auc_score
 
     from scoring.metrics import resampled_aucs
 
     rng = np.random.default_rng(3)
     y = rng.integers(0, 2, 40)
-    s = np.round(rng.normal(size=40) + 0.7 * y, 1)  # rounded: many tied scores
+    s = rng.normal(size=40) + 0.7 * y
+    s = np.round(s, decimals) if decimals else s  # rounded: many tied scores; else the no-ties fast path
+    assert (np.unique(s).size < 40) == bool(decimals)
     idx = rng.integers(0, 40, size=(150, 40))
     idx[0] = np.flatnonzero(y == 1)[0]  # a one-class resample is skipped, as the loop skips it
     loop = [roc_auc_score(y[r], s[r]) for r in idx if 0 < y[r].sum() < 40]

@@ -56,19 +56,20 @@ MIXED = (2, 3, 17, 64, 128, 5, 90, 33, 128, 41)
 
 
 @pytest.mark.parametrize("kwargs", [
-    {},  # the CPU default: batch 1
+    {"max_batch_size": 1},  # batch 1: the first version's policy
+    {},  # the CPU default: up to 16 windows within 2,048 tokens
     {"max_batch_size": 4},
     {"max_batch_size": 16, "max_batch_tokens": 16 * 128},
     {"max_batch_size": 8, "pad_multiple": 64},
     {"max_batch_size": 8, "attention_mask": True},
     {"max_batch_size": 8, "row_chunk_elems": VOCAB * 7},  # 7 predicted rows per vocabulary chunk
-], ids=["b1", "b4", "b16", "b8-pad64", "b8-mask", "b8-chunk7"])
+], ids=["b1", "cpu-default", "b4", "b16", "b8-pad64", "b8-mask", "b8-chunk7"])
 def test_fast_path_equals_reference_loop(model, kwargs):
     seqs = seqs_of(MIXED)
     want = reference_loop(model, seqs)
     scorer = Scorer(model, **kwargs)
     got = scorer.score(seqs)
-    if kwargs.get("max_batch_size", 1) > 1:
+    if kwargs.get("max_batch_size", 16) > 1:
         assert scorer.calls < len(seqs)  # it really batched
     assert_close(got, want, atol=2e-5, rtol=2e-5)
 
