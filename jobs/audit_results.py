@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.audit_staging import ROLE_CODE, ROLE_OF_CODE, public_id
-from jobs.ledger import quarantine_record
+from jobs.ledger import first_occurrences, quarantine_record
 from jobs.part_store import read_parts
 from jobs.storage_io import Location
 
@@ -62,12 +62,7 @@ def documents_table(stage: Location, role: str, rs: RoleScores, threshold: float
     from scoring.audit import rates_by_document
 
     docs = read_parts(stage, "_staging/docs", prefix=f"{role}-")
-    uniq = pc.unique(docs["id"])
-    code = np.asarray(pc.index_in(docs["id"], value_set=uniq).to_numpy(), dtype=np.int64)
-    pos = np.arange(docs.num_rows, dtype=np.int64)
-    first = np.full(len(uniq), docs.num_rows, dtype=np.int64)
-    np.minimum.at(first, code, pos)
-    keep = first[code] == pos
+    keep = first_occurrences(docs["id"])
     duplicates = docs["id"].filter(pa.array(~keep)).to_pylist()
     docs = docs.filter(pa.array(keep))
     rates = rates_by_document(rs.codes, rs.scores, threshold, rs.n_docs, ci)

@@ -61,3 +61,16 @@ class Ledger:
         if self.rows_in != self.rows_out + self.quarantined:
             raise AccountingError(f"{where}: row accounting does not reconcile: {self.rows_in} in, "
                                   f"{self.rows_out} out, {self.quarantined} quarantined")
+
+
+def first_occurrences(ids) -> "np.ndarray":
+    """A boolean mask over an Arrow array of ids: True where an id occurs for the first time (the row kept when
+    ids repeat). Arrow and numpy only: no Python object per row."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    code = np.asarray(pc.index_in(ids, value_set=pc.unique(ids)).to_numpy(), dtype=np.int64)
+    pos = np.arange(code.size, dtype=np.int64)
+    first = np.full(int(code.max()) + 1 if code.size else 0, code.size, dtype=np.int64)
+    np.minimum.at(first, code, pos)
+    return first[code] == pos

@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from jobs.benchmark_parts import PartSpec, read_part
+from jobs.ledger import first_occurrences
 from scoring.views import stable_seed
 
 IDS_SCHEMA = pa.schema([("id", pa.string()), ("auto_id", pa.bool_()), ("line", pa.int32()), ("label", pa.int8())])
@@ -123,11 +124,7 @@ def plan_from_survey(parts: Sequence[PartSpec], results: dict, *, prefix_shots: 
     survey.n_good = rows.num_rows
     if not rows.num_rows:
         return survey
-    code = np.asarray(pc.index_in(rows["id"], value_set=pc.unique(rows["id"])).to_numpy(), dtype=np.int64)
-    pos = np.arange(rows.num_rows, dtype=np.int64)
-    first = np.full(int(code.max()) + 1, rows.num_rows, dtype=np.int64)
-    np.minimum.at(first, code, pos)
-    dup = first[code] != pos
+    dup = ~first_occurrences(rows["id"])
     survey.n_duplicates = int(dup.sum())
     for part, line in zip(rows["part"].filter(pa.array(dup)).to_pylist(), rows["line"].filter(pa.array(dup)).to_pylist()):
         survey.drops.setdefault(part, []).append(line)
