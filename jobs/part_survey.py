@@ -120,10 +120,10 @@ def plan_from_survey(parts: Sequence[PartSpec], results: dict, *, prefix_shots: 
             ids = pc.if_else(t["auto_id"], auto, ids)
         tables.append(pa.table({"id": ids, "part": pa.array(np.full(t.num_rows, p.index, dtype=np.int64)),
                                 "line": t["line"], "label": t["label"]}))
-    rows = pa.concat_tables(tables) if tables else pa.table({"id": pa.array([], pa.string())})
+    rows = pa.concat_tables(tables) if tables else pa.table(
+        {"id": pa.array([], pa.string()), "part": pa.array([], pa.int64()), "line": pa.array([], pa.int32()),
+         "label": pa.array([], pa.int8())})
     survey.n_good = rows.num_rows
-    if not rows.num_rows:
-        return survey
     dup = ~first_occurrences(rows["id"])
     survey.n_duplicates = int(dup.sum())
     for part, line in zip(rows["part"].filter(pa.array(dup)).to_pylist(), rows["line"].filter(pa.array(dup)).to_pylist()):
