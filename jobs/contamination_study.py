@@ -34,6 +34,38 @@ def _texts(spec: str, what: str, min_words: int = 1) -> list[str]:
     return [d["text"] for d in docs]
 
 
+def pool_scorer(out: Path, seed: int, progress: bool = False):
+    """The study's `score`: each cell's model scores the evaluation rows on the shared scoring pool
+    (jobs/part_scoring.py), writing its parts under OUT/cells/<cell>/; only the score columns come back. A re-run
+    reuses a cell whose model and rows are unchanged."""
+    def score(model_dir: Path, benchmark: Path, cell: str, methods) -> dict:
+        import pyarrow.compute as pc
+
+        from jobs.evaluate import _ensure_ray
+        from jobs.part_scoring import score_benchmark
+        from jobs.part_store import read_parts
+        from jobs.scoring_pool import ModelBranch, ScoringSpec
+        from jobs.shards import _digest, model_identity, tool_version
+        from jobs.storage_io import Location
+
+        _ensure_ray()
+        dest = Location(out / "cells" / cell)
+        spec = ScoringSpec((ModelBranch(str(model_dir), ("original",)),))  # the device's batch policy
+        fingerprint = _digest({"model": model_identity(str(model_dir)), "methods": [m.column for m in methods],
+                               "tool": tool_version()})
+        run = score_benchmark(benchmark=str(benchmark), requester_pays=False, rows_per_part=1000, dest=dest,
+                              spec_for=lambda _prefix: spec, methods=methods, seed=seed,
+                              fingerprint_for=lambda *_: fingerprint, progress=progress)
+        if run.ledger.quarantined:
+            raise RuntimeError(f"{cell}: {run.ledger.quarantined} evaluation rows could not be scored "
+                               f"({dict(run.ledger.reasons)}); see {dest.child('quarantine.parquet')}")
+        table = read_parts(dest, "scores.parquet", ["id", *[m.column for m in methods]])
+        table = table.take(pc.sort_indices(table, [("id", "ascending")]))  # ids e00000… are the row order
+        return {m.column: table.column(m.column).to_numpy() for m in methods}
+
+    return score
+
+
 def register(app: typer.Typer) -> None:
     @app.command("contamination-study")
     def contamination_study(
@@ -70,7 +102,7 @@ def register(app: typer.Typer) -> None:
                           pool=_texts(contaminants, "contaminant") if contaminants else None,
                           methods=methods, seed=seed, **kw)
         try:
-            summary = run_study(cfg, log=typer.echo)
+            summary = run_study(cfg, pool_scorer(Path(local), seed), log=typer.echo)
         except ValueError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None

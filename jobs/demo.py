@@ -39,11 +39,13 @@ def register(app: typer.Typer) -> None:
         typer.echo(Path(res["report"]).read_text())
         typer.echo(f"report: {res['report']}")
         if study:
+            from jobs.contamination_study import pool_scorer
             from scoring.contamination_study import QUICK, StudyConfig, run_study
 
             typer.echo(f"[3/{steps}] controlled contamination study (quick): contaminants inserted 1× and 4× "
                        "into a background corpus, continued training, AUC per detector ...")
             study_dir = out_dir / "contamination_study"
-            run_study(StudyConfig(out=str(study_dir), seed=seed, **QUICK), log=typer.echo)
+            run_study(StudyConfig(out=str(study_dir), seed=seed, **QUICK), pool_scorer(study_dir, seed),
+                      log=typer.echo)
             typer.echo((study_dir / "report.md").read_text())
             typer.echo(f"study report: {study_dir / 'report.md'}  plot: {study_dir / 'auc_vs_repeats.png'}")

@@ -1,12 +1,13 @@
 """`tidemark doc-mia`: was this whole document (a book, a paper) in the training data? Meeus et al.'s
-document-level membership inference: windowed token stats over whole documents (actor pool), normalised per token,
-turned into document features, classified by a random forest under k-fold CV, over the grid
-normalisation × features × context C. The method lives in scoring/docmia/.
+document-level membership inference: windowed token stats over whole documents (scored part by part on the shared
+scoring pool, jobs/doc_parts.py), normalised per token, turned into document features on the workers
+(jobs/doc_mia_grid.py), classified by a random forest under k-fold CV on the driver, over the grid
+normalisation × features × context C. The driver holds per-document scores and one feature matrix at a time,
+never token stats. The method lives in scoring/docmia/.
 """
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import asdict, dataclass
 from typing import Optional
@@ -62,44 +63,117 @@ def model_max_positions(model: str) -> int | None:
     return getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
 
 
-def score_documents(docs: list[dict], model: str, contexts: list[int], with_gp: bool, *, actors: int = 1,
-                    gpus_per_actor: float = 0.0, batch_size: int | None = None, progress: bool = True):
-    """Whole-document stats for every context on a Ray actor pool (one model load per actor)."""
-    import pyarrow as pa
+def doc_mia_spec(cfg: DocMiaConfig):
+    """What doc-mia asks of the scoring pool: one model, its original text, the batch policy and resources."""
+    from jobs.scoring_pool import ModelBranch, ScoringSpec
 
+    return ScoringSpec((ModelBranch(cfg.model, ("original",)),), max_batch_size=cfg.batch_size, actors=cfg.actors,
+                       gpus_per_actor=cfg.gpus_per_actor)
+
+
+def doc_mia_fingerprint(cfg: DocMiaConfig, contexts: list[int], with_gp: bool) -> str:
+    """Everything that changes a part's files (which documents each part holds is in its input digest)."""
+    from jobs.shards import _digest, model_identity, tool_version
+
+    return _digest({"model": model_identity(cfg.model), "contexts": contexts, "with_gp": with_gp,
+                    "batch_size": cfg.batch_size, "min_words": cfg.min_words,
+                    "device": "cuda" if cfg.gpus_per_actor > 0 else "cpu", "tool": tool_version()})
+
+
+def score_document_parts(cfg: DocMiaConfig, dest, contexts: list[int], with_gp: bool) -> tuple[dict, dict]:
+    """Score every document part on the pool (skipping parts committed by an earlier run with the same
+    fingerprint and input); returns ({part index: summary}, stats)."""
+    from jobs.doc_parts import DOC_PART_DIRS, PrepareDocuments, ScoreDocuments, part_digest, plan_doc_parts
     from jobs.evaluate import _ensure_ray
-    from scoring.docmia.stats import DocStatsTask
-    from scoring.tasks import default_threads
+    from jobs.part_store import PartStore
+    from jobs.scoring_pool import PoolStages, run_pipeline
+    from jobs.storage_io import new_run_id
 
-    ray = _ensure_ray()
-    ray.data.DataContext.get_current().enable_progress_bars = progress
-    cpus = ray.cluster_resources().get("CPU", 1)
-    on_gpu = gpus_per_actor > 0
-    actor_cpus = 1.0 if on_gpu else max(0.25, min(1.0, (cpus - 0.25) / max(1, actors)))
-    texts = pa.Table.from_pylist([{"id": d["id"], "input": d["text"]} for d in docs])
-    step = max(1, math.ceil(len(docs) / max(actors * 4, 1)))  # several blocks, so every actor gets work
-    ds = ray.data.from_arrow([texts.slice(i, step) for i in range(0, len(docs), step)])
-    ds = ds.map_batches(DocStatsTask, fn_constructor_kwargs={
-        "model": model, "contexts": tuple(contexts), "with_gp": with_gp,
-        "threads": 2 if on_gpu else default_threads(actors), "device": "cuda" if on_gpu else "cpu",
-        "batch_size": batch_size}, batch_format="pyarrow", batch_size=2,
-        compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=actor_cpus, num_gpus=gpus_per_actor or None,
-        max_restarts=2, max_task_retries=2)
-    return pa.concat_tables(ray.get(ds.to_arrow_refs()))
+    parts = plan_doc_parts(cfg.members, cfg.nonmembers, cfg.min_words)
+    digests = {p.index: part_digest(p) for p in parts}
+    store = PartStore(dest, doc_mia_fingerprint(cfg, contexts, with_gp), DOC_PART_DIRS)
+    done = {i: m for i in digests if (m := store.marker(i, digests[i]))}
+    store.clean(keep=set(done))
+    pending = [p for p in parts if p.index not in done]
+    stats = {"parts": len(parts), "reused": len(done), "scored": len(pending)}
+    summaries = dict(done)
+    if pending:
+        _ensure_ray()
+        run_id = new_run_id()
+        stages = PoolStages(PrepareDocuments, {"spec": doc_mia_spec(cfg)}, ScoreDocuments, {"dest": dest.uri},
+                            {"contexts": tuple(contexts), "with_gp": with_gp})
+        for summary in run_pipeline(doc_mia_spec(cfg), [{"part": p.to_json()} for p in pending], stages,
+                                    cfg.progress):
+            store.commit(summary, digests[summary["index"]], run_id)
+            summaries[summary["index"]] = summary
+    return summaries, stats
+
+
+def ray_mapper(progress: bool):
+    """jobs/doc_mia_grid.py's per-part calls as Ray tasks (shared arguments put in the object store once)."""
+    def run(fn, calls, shared):
+        from tqdm import tqdm
+
+        from jobs.evaluate import _ensure_ray
+
+        ray = _ensure_ray()
+
+        remote = ray.remote(num_cpus=1, max_retries=2)(fn)
+        shared_ref = ray.put(shared)
+        pending = [remote.remote(shared_ref, **c) for c in calls]
+        desc = f"grid: {shared.get('kind', 'reference sums')} (parts)"
+        with tqdm(total=len(pending), desc=desc, disable=not progress) as bar:
+            while pending:
+                ready, pending = ray.wait(pending, num_returns=1)
+                yield from ray.get(ready)
+                bar.update(len(ready))
+    return run
+
+
+def grid_documents(dest, summaries: dict, contexts: list[int]) -> tuple[dict, list[dict]]:
+    """The scored documents in reading order (id, label, path, n_tokens, mean_lp per context, part) as arrays, and
+    quarantine rows for ids that repeat an earlier document's (row files may share ids across parts)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from jobs.ledger import first_occurrences, quarantine_record
+    from jobs.part_store import part_name
+
+    tables = []
+    for i in sorted(summaries):
+        t = dest.read_parquet(f"documents.parquet/{part_name(i)}.parquet")
+        tables.append(t.append_column("part", pa.array([i] * t.num_rows, pa.int64())))
+    docs = pa.concat_tables(tables) if tables else None
+    if docs is None or docs.num_rows == 0:
+        return {"id": np.array([], dtype=object)}, []
+    keep = first_occurrences(docs.column("id"))
+    dups = [quarantine_record(rid, "read", "duplicate_id", "an earlier document has the same id")
+            for rid in pc.filter(docs.column("id"), pa.array(~keep)).to_pylist()]
+    docs = docs.filter(pa.array(keep))
+    mean_lp = np.asarray(docs.column("mean_lp").to_pylist(), dtype=np.float64).reshape(docs.num_rows, len(contexts))
+    return {"id": np.asarray(docs.column("id").to_pylist(), dtype=object),
+            "label": docs.column("label").to_numpy().astype(np.int64), "path": docs.column("path").to_pylist(),
+            "n_tokens": docs.column("n_tokens").to_numpy(), "part": docs.column("part").to_numpy(),
+            "mean_lp": mean_lp}, dups
 
 
 def run_doc_mia(cfg: DocMiaConfig) -> dict:
+    """Plan on the driver; documents are read, tokenised and scored part by part on the pool (jobs/doc_parts.py),
+    the grid's features are made on the workers (jobs/doc_mia_grid.py); the driver fits the forests."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     from tqdm import tqdm
 
-    from jobs.doc_inputs import read_documents
+    from jobs.doc_mia_grid import GRID_DIR, run_grid_on_parts
+    from jobs.evaluate import PhaseClock
+    from jobs.ledger import AccountingError, Ledger
     from jobs.shards import open_output, publish
     from scoring.docmia.features import make_extractor
     from scoring.docmia.normalization import parse_normalizations
-    from scoring.docmia.protocol import GridConfig, report_table, run_grid
+    from scoring.docmia.protocol import GridConfig, make_folds, report_table
 
     t0 = time.perf_counter()
+    phases = PhaseClock()
     contexts = parse_contexts(cfg.contexts)
     try:
         norms = parse_normalizations(cfg.normalizations)
@@ -112,66 +186,66 @@ def run_doc_mia(cfg: DocMiaConfig) -> dict:
     if limit and max(contexts) > limit:
         raise typer.BadParameter(f"C={max(contexts)} exceeds the model's {limit} positions", param_hint="--contexts")
     dest, out = open_output(cfg.out)  # a local directory or an s3:// prefix; `_SUCCESS` is written last
-
-    members, q_m = read_documents(cfg.members, min_words=cfg.min_words, id_prefix="member:")
-    nonmembers, q_n = read_documents(cfg.nonmembers, min_words=cfg.min_words, id_prefix="nonmember:")
-    quarantine = q_m + q_n
-    docs = [dict(d, label=1) for d in members] + [dict(d, label=0) for d in nonmembers]
-    n_in = len(docs) + len(quarantine)
-    if not docs:
-        raise RuntimeError("no readable documents")
-
     with_gp = any(n.ref == "gp" for n in norms)
-    stats = score_documents(docs, cfg.model, contexts, with_gp, actors=cfg.actors, gpus_per_actor=cfg.gpus_per_actor,
-                            batch_size=cfg.batch_size, progress=cfg.progress).to_pylist()
-    by_key = {(r["id"], r["context"]): r for r in stats}
-    good = []
-    for d in docs:  # a document enters the grid only if every context scored it
-        rows = [by_key.get((d["id"], c)) for c in contexts]
-        err = next((f"C={c}: {r['error'] if r else 'missing'}" for c, r in zip(contexts, rows)
-                    if r is None or r["error"] or len(r["lp"]) < 2), None)
-        if err:
-            quarantine.append({"id": d["id"], "stage": "score", "reason": "score_failed", "detail": err[:300]})
-        else:
-            good.append((d, rows))
-    counts = {"documents_in": n_in, "documents_used": len(good), "documents_quarantined": len(quarantine),
-              "members_used": sum(d["label"] for d, _ in good),
-              "nonmembers_used": sum(1 - d["label"] for d, _ in good)}
+    summaries, part_stats = score_document_parts(cfg, dest, contexts, with_gp)
+    phases.lap("score")
+
+    ledger = Ledger()
+    for i in sorted(summaries):
+        part = Ledger(summaries[i]["rows_in"], summaries[i]["scored"], summaries[i]["reasons"])
+        part.check(f"part {i}")
+        ledger.add(part)
+    docs, dups = grid_documents(dest, summaries, contexts)
+    dest.write_parquet("quarantine.parquet/duplicates.parquet", quarantine_table(dups))
+    n_used = len(docs["id"])
+    counts = {"documents_in": ledger.rows_in, "documents_used": n_used,
+              "documents_quarantined": ledger.quarantined + len(dups),
+              "members_used": int(docs["label"].sum()) if n_used else 0,
+              "nonmembers_used": int(n_used - docs["label"].sum()) if n_used else 0}
     if counts["documents_in"] != counts["documents_used"] + counts["documents_quarantined"]:
-        raise RuntimeError(f"document accounting does not reconcile: {counts}")
-    labels = np.asarray([d["label"] for d, _ in good])
-    docs_by_context = {c: [rows[j] for _, rows in good] for j, c in enumerate(contexts)}
+        raise AccountingError(f"document accounting does not reconcile: {counts}")
+    if not n_used:
+        raise RuntimeError("no readable documents")
+    labels = docs["label"]
+    try:
+        folds = make_folds(labels, cfg.folds, cfg.seed)
+    except ValueError as exc:
+        raise RuntimeError(str(exc)) from None
+    parts: dict[int, dict[str, int]] = {}
+    for rid, part, fold in zip(docs["id"], docs["part"], folds):
+        parts.setdefault(int(part), {})[rid] = int(fold)
+    baseline = {c: docs["mean_lp"][:, j] for j, c in enumerate(contexts)}
+    vocab = max(int(s.get("vocab", 0)) for s in summaries.values())
 
     grid = GridConfig(normalizations=norms, features=feats, k=cfg.folds, seed=cfg.seed, n_trees=cfg.n_trees,
                       hist_bins=cfg.hist_bins)
     total = len(contexts) * len(norms) * len(feats) * cfg.folds
     with tqdm(total=total, desc="forests (C × norm × features × fold)", disable=not cfg.progress) as bar:
-        try:
-            records, oof, folds = run_grid(docs_by_context, labels, grid, progress=lambda: bar.update(1))
-        except ValueError as exc:
-            raise RuntimeError(str(exc)) from None
+        records, oof = run_grid_on_parts(dest, parts, labels, folds, baseline, grid, contexts, vocab,
+                                         ray_mapper(cfg.progress),
+                                         progress=lambda: bar.update(1))
+    phases.lap("grid")
 
-    n_tokens = [len(rows[0]["token_ids"]) for _, rows in good]
-    scores = {"id": [d["id"] for d, _ in good], "label": labels.tolist(), "fold": folds.tolist(),
-              "path": [d["path"] for d, _ in good], "n_tokens": n_tokens,
-              **{k: v.tolist() for k, v in oof.items()}}
+    n_tokens = docs["n_tokens"].tolist()
+    scores = {"id": docs["id"].tolist(), "label": labels.tolist(), "fold": folds.tolist(), "path": docs["path"],
+              "n_tokens": n_tokens, **{k: v.tolist() for k, v in oof.items()}}
     pq.write_table(pa.table(scores), out / "scores.parquet")
-    pq.write_table(quarantine_table(quarantine), out / "quarantine.parquet")
     best = max((r for r in records if r["normalization"] != "-"), key=lambda r: r["auc_mean"]
                if np.isfinite(r["auc_mean"]) else -1)
     meta = {"members": cfg.members, "nonmembers": cfg.nonmembers, "model": cfg.model, "contexts": contexts,
-            "config": asdict(cfg), "counts": counts,
+            "config": asdict(cfg), "counts": counts, "parts": part_stats,
             "tokens_per_document": {"min": int(np.min(n_tokens)), "median": float(np.median(n_tokens)),
                                     "max": int(np.max(n_tokens))},
             "best": {k: best[k] for k in ("normalization", "features", "context", "auc_mean", "auc_std")},
-            "seconds": round(time.perf_counter() - t0, 2)}
+            "phases_s": phases.laps, "seconds": round(time.perf_counter() - t0, 2)}
     (out / "metrics.json").write_text(json.dumps({**meta, "results": records}, indent=2, default=float))
+    n_quarantined = counts["documents_quarantined"]
     md = [f"# Tidemark document-level membership: `{cfg.model}`", "",
           f"- members `{cfg.members}`, non-members `{cfg.nonmembers}`",
-          f"- documents in {n_in} = used {len(good)} ({counts['members_used']} members, {counts['nonmembers_used']} "
-          f"non-members) + quarantined {len(quarantine)}; tokens per document: median "
-          f"{meta['tokens_per_document']['median']:.0f} (min {meta['tokens_per_document']['min']}, "
-          f"max {meta['tokens_per_document']['max']})",
+          f"- documents in {counts['documents_in']} = used {n_used} ({counts['members_used']} members, "
+          f"{counts['nonmembers_used']} non-members) + quarantined {n_quarantined} (`quarantine.parquet`); tokens "
+          f"per document: median {meta['tokens_per_document']['median']:.0f} (min "
+          f"{meta['tokens_per_document']['min']}, max {meta['tokens_per_document']['max']})",
           f"- {cfg.folds}-fold stratified CV (seed {cfg.seed}); random forest {cfg.n_trees} trees, max depth 5, "
           f"min 3 samples per leaf; reference dictionaries and {cfg.hist_bins} HistFE bins fitted on training folds only",
           "- cells: AUC mean ± std over folds (TPR at 1% / 10% FPR, fold means). With few documents per fold, "
@@ -179,9 +253,10 @@ def run_doc_mia(cfg: DocMiaConfig) -> dict:
           report_table(records), "",
           f"Best: {best['normalization']} + {best['features']} at C={best['context']}: AUC {best['auc_mean']:.3f} ± "
           f"{best['auc_std']:.3f}", ""]
-    if len(good) < 100:
-        md.append(f"Note: {len(good)} documents in all; the paper used 1000 + 1000. Fold-level numbers are coarse.")
+    if n_used < 100:
+        md.append(f"Note: {n_used} documents in all; the paper used 1000 + 1000. Fold-level numbers are coarse.")
     (out / "report.md").write_text("\n".join(md) + "\n")
+    dest.delete_tree(GRID_DIR)  # the features are intermediate; doc_stats.parquet keeps what they came from
     publish(dest, out, {"job": "doc-mia", "counts": counts})
     return {"report": str(out / "report.md"), "metrics": str(out / "metrics.json"), "records": records,
             "counts": counts, "seconds": meta["seconds"]}

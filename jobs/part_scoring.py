@@ -16,7 +16,8 @@ from jobs.benchmark_parts import plan_parts
 from jobs.ledger import AccountingError, Ledger
 from jobs.part_store import PartStore
 from jobs.part_survey import prefix_text as read_prefix, run_survey, survey_json
-from jobs.scoring_pool import PartFinisher, PrepareParts, ScoringSpec, cluster_cpus, run_pipeline, _unipc
+from jobs.scoring_pool import (PartFinisher, PrepareParts, ScoringSpec, benchmark_stages, cluster_cpus, part_items,
+                               run_pipeline, _unipc)
 from jobs.storage_io import Location, new_run_id
 
 ABORT_ENV = "TIDEMARK_FAULT_ABORT_AFTER_PARTS"  # fault injection: stop the job after committing N parts
@@ -87,7 +88,7 @@ def score_benchmark(*, benchmark: str, requester_pays: bool, rows_per_part: int,
     work = [(p, survey.drops.get(p.index, [])) for p in pending]
     if work:
         try:
-            for summary in run_pipeline(spec, work, finish, prefix_ids, progress):
+            for summary in run_pipeline(spec, part_items(work), benchmark_stages(spec, finish, prefix_ids), progress):
                 commit(summary)
         except (InjectedAbort, AccountingError):
             raise

@@ -29,8 +29,11 @@ def part_name(index: int) -> str:
 
 
 class PartStore:
-    def __init__(self, dest: Location, fingerprint: str):
-        self.dest, self.fingerprint = dest, fingerprint
+    """Markers and clean-up for one job's parts; `dirs` names the part directories the job writes (doc-mia's
+    differ from the benchmark scorers')."""
+
+    def __init__(self, dest: Location, fingerprint: str, dirs: tuple[str, ...] = PART_DIRS):
+        self.dest, self.fingerprint, self.dirs = dest, fingerprint, tuple(dirs)
 
     def marker(self, index: int, digest: str) -> dict | None:
         """The part's marker when it is done for this fingerprint and this input, else None."""
@@ -50,7 +53,7 @@ class PartStore:
     def clean(self, keep: set[int]) -> None:
         """Remove part files and markers of parts that are not kept (an earlier plan's, or unfinished)."""
         keep_names = {part_name(i) for i in keep}
-        for under in (*PART_DIRS, MARKERS):
+        for under in (*self.dirs, MARKERS):
             for rel in self.dest.list(under):
                 if rel.rsplit("/", 1)[-1].split(".")[0] not in keep_names:
                     self.dest.delete(rel)

@@ -8,6 +8,9 @@
                   token_stats / scores / quarantine part files straight to the output (local or s3://)
               ──▶ the driver receives one small summary per part (counts, file digests) and commits its marker.
 
+Other part kinds plug into the same pool through `PoolStages`: doc-mia's document parts (jobs/doc_parts.py) are read
+and tokenised on the CPU stage and scored, whole document at a time, on the model's actor pool.
+
 A part travels as ONE row whose columns hold Arrow IPC bytes, so Ray Data never splits a part across blocks and
 every stage sees a whole part: batch composition depends only on the part, so a resumed run scores exactly as an
 uninterrupted one. The stage classes import no Ray; a GPU machine without Ray (or a unit test) calls them directly.
@@ -253,10 +256,33 @@ def scorer_resources(spec: ScoringSpec, cpus: float) -> tuple[float, int]:
     return max(0.25, min(1.0, (cpus - 0.5) / n)), default_threads(n)
 
 
-def run_pipeline(spec: ScoringSpec, parts: Sequence[tuple[PartSpec, list[int]]], finish: dict,
-                 exclude_ids: Sequence[str], progress: bool = True) -> Iterator[dict]:
-    """Score `parts` ((spec, in-part lines to drop as duplicates) each) and yield each part's summary as its files
-    land. Needs a running Ray."""
+@dataclass(frozen=True)
+class PoolStages:
+    """The two stage classes a job plugs into the pool. `prepare(**prepare_kwargs)` turns one work item (a row of
+    strings) into one prepared part on the CPU pool; `score(spec=, branch=, threads=, finish=, **score_kwargs)` runs
+    on each model's actor pool, and the last model's instance (given `finish`) returns the part's summary as a
+    `summary` JSON column. Benchmark parts use PrepareParts/ScoreParts; doc-mia its document stages."""
+
+    prepare: type
+    prepare_kwargs: dict
+    score: type
+    finish: dict
+    score_kwargs: dict = field(default_factory=dict)
+
+
+def benchmark_stages(spec: ScoringSpec, finish: dict, exclude_ids: Sequence[str]) -> PoolStages:
+    return PoolStages(PrepareParts, {"spec": spec, "exclude_ids": list(exclude_ids)}, ScoreParts, finish)
+
+
+def part_items(parts: Sequence[tuple[PartSpec, list[int]]]) -> list[dict]:
+    """Work items for benchmark parts: (spec, in-part lines to drop as duplicates) each."""
+    return [{"part": p.to_json(), "drop": json.dumps(sorted(d))} for p, d in parts]
+
+
+def run_pipeline(spec: ScoringSpec, items: Sequence[dict], stages: PoolStages, progress: bool = True
+                 ) -> Iterator[dict]:
+    """Run `items` (one per part) through the pool and yield each part's summary as its files land. Needs a
+    running Ray. The CPU stage autoscales to the cluster's CPUs; each model gets a fixed pool of `spec.actors`."""
     import ray
 
     ctx = ray.data.DataContext.get_current()
@@ -264,14 +290,14 @@ def run_pipeline(spec: ScoringSpec, parts: Sequence[tuple[PartSpec, list[int]]],
     cpus = cluster_cpus()
     n_models = len(spec.branches)
     scorer_cpus, threads = scorer_resources(spec, cpus)
-    items = [{"part": p.to_json(), "drop": json.dumps(sorted(d))} for p, d in parts]
-    ds = ray.data.from_items(items, override_num_blocks=max(1, len(items)))
-    ds = ds.map_batches(PrepareParts, fn_constructor_kwargs={"spec": spec, "exclude_ids": list(exclude_ids)},
+    ds = ray.data.from_items(list(items), override_num_blocks=max(1, len(items)))
+    ds = ds.map_batches(stages.prepare, fn_constructor_kwargs=stages.prepare_kwargs,
                         batch_size=1, batch_format="pyarrow", num_cpus=0.25,
                         compute=ray.data.ActorPoolStrategy(min_size=1, max_size=max(1, int(cpus))))
     for k in range(n_models):
-        ds = ds.map_batches(ScoreParts, fn_constructor_kwargs={
-            "spec": spec, "branch": k, "threads": threads, "finish": finish if k == n_models - 1 else None},
+        ds = ds.map_batches(stages.score, fn_constructor_kwargs={
+            "spec": spec, "branch": k, "threads": threads, "finish": stages.finish if k == n_models - 1 else None,
+            **stages.score_kwargs},
             batch_size=1, batch_format="pyarrow", num_cpus=scorer_cpus, num_gpus=spec.gpus_per_actor or None,
             compute=ray.data.ActorPoolStrategy(size=max(1, spec.actors)), max_restarts=2, max_task_retries=2)
     for batch in ds.iter_batches(batch_format="pyarrow", batch_size=None):

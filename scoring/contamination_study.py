@@ -121,28 +121,9 @@ def corpus_slice(corpus: Sequence[str], words: int, seed: int) -> list[str]:
     return out
 
 
-# ---- scoring (in process: a few hundred short texts per cell) -----------------------------------------------------
-def score_texts(model_dir: str | Path, texts: Sequence[str], methods) -> dict[str, np.ndarray]:
-    """Detector scores of `texts` under a model directory, with the shared Scorer and detectors."""
-    import torch
-
-    from scoring.model import load_causal_lm
-    from scoring.scorer import Scorer
-    from scoring.tokenstats import TokenStats
-
-    grad = torch.is_grad_enabled()  # load_causal_lm turns autograd off globally; the next cell trains
-    try:
-        lm, tok = load_causal_lm(str(model_dir), device="cpu")
-        ids = tok(list(texts))["input_ids"]
-        stats = Scorer(lm, max_batch_size=16).score(ids)
-    finally:
-        torch.set_grad_enabled(grad)
-    bad = [s["error"] for s in stats if s["error"]]
-    if bad:
-        raise RuntimeError(f"{len(bad)} texts failed to score: {bad[0]}")
-    ts = TokenStats.from_records([{"id": str(i), "token_ids": t, "text": x, "first_predicted": 1, **s}
-                                  for i, (t, x, s) in enumerate(zip(ids, texts, stats))])
-    return {m.column: m(ts, {"original": ts}) for m in methods}
+# ---- scoring: the study asks its caller to score; jobs/contamination_study.py runs the shared scoring pool -------
+# score(model_dir, benchmark jsonl ({id, input, label} rows), cell name, methods) → {detector column: scores in row order}
+Score = Callable[[Path, Path, str, Sequence], dict]
 
 
 def epoch_steps(model_dir: str | Path, texts: Sequence[str], context: int, batch_size: int) -> int:
@@ -155,13 +136,14 @@ def epoch_steps(model_dir: str | Path, texts: Sequence[str], context: int, batch
 
 
 # ---- the study -------------------------------------------------------------------------------------------------
-def run_study(cfg: StudyConfig, log: Callable[[str], None] = print, progress: bool = True) -> dict:
-    """Run every cell and write results.json, report.md and auc_vs_repeats.png under cfg.out."""
+def run_study(cfg: StudyConfig, score: Score, log: Callable[[str], None] = print, progress: bool = True) -> dict:
+    """Run every cell and write results.json, report.md and auc_vs_repeats.png under cfg.out. `score` scores a
+    cell's model on the evaluation rows (jobs/contamination_study.py pool_scorer: the shared scoring pool)."""
     with torch_threads(cfg.threads):
-        return _run_study(cfg, log, progress)
+        return _run_study(cfg, score, log, progress)
 
 
-def _run_study(cfg: StudyConfig, log: Callable[[str], None], progress: bool) -> dict:
+def _run_study(cfg: StudyConfig, score: Score, log: Callable[[str], None], progress: bool) -> dict:
     from tqdm import tqdm
 
     from scoring.detectors import parse_methods
@@ -186,8 +168,9 @@ def _run_study(cfg: StudyConfig, log: Callable[[str], None], progress: bool) -> 
         raise ValueError("the background corpus is empty")
     labels = np.r_[np.ones(len(contaminants)), np.zeros(len(negatives))].astype(int)
     eval_texts = contaminants + negatives
-    (out / "contaminants.jsonl").write_text("".join(json.dumps({"text": t, "label": int(y)}) + "\n"
-                                                    for t, y in zip(eval_texts, labels)))
+    eval_rows = out / "contaminants.jsonl"  # the benchmark every cell scores: contaminants (1) and negatives (0)
+    eval_rows.write_text("".join(json.dumps({"id": f"e{i:05d}", "input": t, "label": int(y)}) + "\n"
+                                 for i, (t, y) in enumerate(zip(eval_texts, labels))))
 
     budget = f"{cfg.base_steps} steps" if cfg.base_steps else f"{cfg.base_seconds:g} s"
     log(f"[base] pretraining a tiny GPT-2 on {sum(len(t.split()) for t in base_corpus)} words of background text "
@@ -199,7 +182,7 @@ def _run_study(cfg: StudyConfig, log: Callable[[str], None], progress: bool) -> 
     results = []
 
     def evaluate(model_dir, lr, repeats, train):
-        scores = score_texts(model_dir, eval_texts, methods)
+        scores = score(Path(model_dir), eval_rows, Path(model_dir).name, methods)
         for m in methods:
             s = scores[m.column]
             lo, hi = bootstrap_auc_ci(labels, s, n=500, seed=cfg.seed)

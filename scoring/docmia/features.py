@@ -39,22 +39,31 @@ class HistFE:
 
     def fit(self, train_values: Sequence[np.ndarray]) -> "HistFE":
         pooled = np.concatenate([np.asarray(v, dtype=np.float64) for v in train_values])
-        lo, hi = float(pooled.min()), float(pooled.max())
-        if hi <= lo:  # one distinct value: give the bins a width
-            lo, hi = lo - 0.5, hi + 0.5
-        self.edges = np.linspace(lo, hi, self.bins + 1)
+        self.edges = hist_edges(float(pooled.min()), float(pooled.max()), self.bins)
         return self
 
     def transform(self, values: Sequence[np.ndarray]) -> np.ndarray:
         if self.edges is None:
             raise RuntimeError("HistFE.transform before fit")
-        lo, hi = self.edges[0], self.edges[-1]
-        out = np.zeros((len(values), self.bins), dtype=np.float64)
-        for i, v in enumerate(values):
-            v = np.clip(np.asarray(v, dtype=np.float64), lo, hi)
-            counts, _ = np.histogram(v, bins=self.edges)
-            out[i] = counts / max(v.size, 1)
-        return out
+        return histogram_features(values, self.edges)
+
+
+def hist_edges(lo: float, hi: float, bins: int) -> np.ndarray:
+    """`bins` equal-width bins over [lo, hi] (the pooled training values' span)."""
+    if hi <= lo:  # one distinct value: give the bins a width
+        lo, hi = lo - 0.5, hi + 0.5
+    return np.linspace(lo, hi, int(bins) + 1)
+
+
+def histogram_features(values: Sequence[np.ndarray], edges: np.ndarray) -> np.ndarray:
+    """Per document, the fraction of its values in each bin; values outside the edges count in the end bins."""
+    lo, hi = edges[0], edges[-1]
+    out = np.zeros((len(values), edges.size - 1), dtype=np.float64)
+    for i, v in enumerate(values):
+        v = np.clip(np.asarray(v, dtype=np.float64), lo, hi)
+        counts, _ = np.histogram(v, bins=edges)
+        out[i] = counts / max(v.size, 1)
+    return out
 
 
 def make_extractor(name: str, bins: int = 1000):

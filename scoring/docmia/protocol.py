@@ -1,9 +1,10 @@
 """The k-fold protocol of Meeus et al. over the grid normalisation × features × context C.
 
-For each fold the reference dictionary (TF/GP) and the HistFE bin edges are fitted on the training folds only,
-a random forest (500 trees, max depth 5, ≥3 samples per leaf) is trained on the training documents, and the
-held-out fold is scored. Every configuration uses the same folds (one seed), so configurations compare paired.
-Each document is scored once, in its test fold: those out-of-fold scores are the per-document scores.
+For each fold the reference dictionary (TF/GP) and the HistFE bin edges are fitted on the training folds only
+(scoring/docmia/grid.py, part by part on the workers: jobs/doc_mia_grid.py), a random forest (500 trees, max
+depth 5, ≥3 samples per leaf) is trained on the training documents' features, and the held-out fold is scored.
+Every configuration uses the same folds (one seed), so configurations compare paired. Each document is scored
+once, in its test fold: those out-of-fold scores are the per-document scores.
 """
 from __future__ import annotations
 
@@ -12,8 +13,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from scoring.docmia.features import make_extractor
-from scoring.docmia.normalization import ALL_NORMALIZATIONS, Normalization, build_reference, token_values
+from scoring.docmia.normalization import ALL_NORMALIZATIONS, Normalization
 from scoring.metrics import roc_auc, tpr_at_fpr
 
 BASELINE = "mean log-likelihood (no classifier)"
@@ -50,16 +50,6 @@ def make_folds(labels: np.ndarray, k: int, seed: int) -> np.ndarray:
     return folds
 
 
-def _vocab_size(docs: Sequence[Mapping]) -> int:
-    size = 0
-    for d in docs:
-        if d.get("p_sum") is not None:
-            size = max(size, len(d["p_sum"]))
-        if len(d["token_ids"]):
-            size = max(size, int(np.max(d["token_ids"])) + 1)
-    return size
-
-
 def _fold_metrics(y: np.ndarray, s: np.ndarray) -> dict:
     return {"n_test": int(y.size), "auc": roc_auc(y, s), "tpr_at_1_fpr": tpr_at_fpr(y, s, 0.01),
             "tpr_at_10_fpr": tpr_at_fpr(y, s, 0.10)}
@@ -74,21 +64,20 @@ def _summarise(folds: list[dict]) -> dict:
     return out
 
 
-def run_grid(docs_by_context: Mapping[int, Sequence[Mapping]], labels: Sequence[int], cfg: GridConfig,
-             progress: Callable | None = None) -> tuple[list[dict], dict[str, np.ndarray], np.ndarray]:
-    """Returns (one record per configuration, out-of-fold score per configuration column, fold per document).
-    `docs_by_context[C]` lists every document's stats (token_ids, lp, lp_max, p_sum) in the order of `labels`."""
+def run_forests(labels: np.ndarray, folds: np.ndarray, baseline: Mapping[int, np.ndarray], cfg: GridConfig,
+                matrix: Callable[[str, int, str, int], np.ndarray], progress: Callable | None = None
+                ) -> tuple[list[dict], dict[str, np.ndarray]]:
+    """The forests of the grid: (one record per configuration, out-of-fold score per configuration column).
+    `baseline[C]` is each document's mean log-likelihood at context C; `matrix(feature, C, normalisation, fold)`
+    returns the feature matrix of every document (rows in label order) for that fold's fitted features. Only one
+    matrix is held at a time."""
     from sklearn.ensemble import RandomForestClassifier
 
     y = np.asarray(labels, dtype=np.int64)
-    folds = make_folds(y, cfg.k, cfg.seed)
     records, oof = [], {}
     tick = progress or (lambda: None)
-    for context, docs in docs_by_context.items():
-        if len(docs) != y.size:
-            raise ValueError(f"C={context}: {len(docs)} documents for {y.size} labels")
-        vocab = _vocab_size(docs)
-        base = np.asarray([np.mean(d["lp"]) for d in docs])  # document-level LOSS, the paper's simple baseline
+    for context, base in baseline.items():
+        base = np.asarray(base, dtype=np.float64)  # document-level LOSS, the paper's simple baseline
         records.append({"normalization": "-", "features": BASELINE, "context": context,
                         "folds": [dict(fold=f, **_fold_metrics(y[folds == f], base[folds == f])) for f in range(cfg.k)]})
         records[-1].update(_summarise(records[-1]["folds"]))
@@ -97,15 +86,16 @@ def run_grid(docs_by_context: Mapping[int, Sequence[Mapping]], labels: Sequence[
             per_feat = {feat: {"folds": [], "oof": np.full(y.size, np.nan)} for feat in cfg.features}
             for f in range(cfg.k):
                 train, test = np.flatnonzero(folds != f), np.flatnonzero(folds == f)
-                ref = build_reference(norm, [docs[i] for i in train], vocab)
-                values = [token_values(d, norm, ref) for d in docs]
                 for feat in cfg.features:
-                    fe = make_extractor(feat, cfg.hist_bins).fit([values[i] for i in train])
+                    x = matrix(feat, context, norm.name, f)
+                    if x.shape[0] != y.size:
+                        raise ValueError(f"{feat} C={context} {norm.name} fold {f}: {x.shape[0]} rows for {y.size} "
+                                         "documents")
                     forest = RandomForestClassifier(n_estimators=cfg.n_trees, max_depth=cfg.max_depth,
                                                     min_samples_leaf=cfg.min_samples_leaf, random_state=cfg.seed,
                                                     n_jobs=cfg.n_jobs)
-                    forest.fit(fe.transform([values[i] for i in train]), y[train])
-                    s = forest.predict_proba(fe.transform([values[i] for i in test]))[:, list(forest.classes_).index(1)]
+                    forest.fit(x[train], y[train])
+                    s = forest.predict_proba(x[test])[:, list(forest.classes_).index(1)]
                     per_feat[feat]["oof"][test] = s
                     per_feat[feat]["folds"].append(dict(fold=f, **_fold_metrics(y[test], s)))
                     tick()
@@ -114,7 +104,7 @@ def run_grid(docs_by_context: Mapping[int, Sequence[Mapping]], labels: Sequence[
                 rec.update(_summarise(res["folds"]))
                 records.append(rec)
                 oof[column_name(norm.name, feat, context)] = res["oof"]
-    return records, oof, folds
+    return records, oof
 
 
 def report_table(records: Sequence[Mapping]) -> str:

@@ -57,38 +57,24 @@ class GPScorer(Scorer):
         return stats
 
 
-def document_stats(scorers: dict[int, Scorer], tokenizer, ids, texts) -> list[dict]:
-    """Rows of DOC_STATS_SCHEMA: one per (document, context)."""
-    enc = tokenizer(list(texts), add_special_tokens=True)["input_ids"]
+def document_stats(scorers: dict[int, Scorer], ids, token_lists) -> list[dict]:
+    """Rows of DOC_STATS_SCHEMA: one per (document, context), documents in the given order, contexts inside."""
+    token_lists = [list(t) for t in token_lists]
+    per_context = {c: scorer.score(token_lists) for c, scorer in scorers.items()}
     rows = []
-    for context, scorer in scorers.items():
-        for rid, toks, st in zip(ids, enc, scorer.score(enc)):
+    for k, (rid, toks) in enumerate(zip(ids, token_lists)):
+        for context, stats in per_context.items():
+            st = stats[k]
             p_sum = st.get("p_sum")
-            rows.append({"id": rid, "context": context, "token_ids": list(toks), "lp": st["lp"].tolist(),
+            rows.append({"id": rid, "context": context, "token_ids": toks, "lp": st["lp"].tolist(),
                          "lp_max": st["lp_max"].tolist(),
                          "p_sum": None if p_sum is None else np.asarray(p_sum, np.float32).tolist(),
                          "n_windows": st["n_windows"], "error": st["error"]})
     return rows
 
 
-class DocStatsTask:
-    """Actor-pool unit: (id, input) rows → DOC_STATS_SCHEMA rows for every context. Loads the model once."""
-
-    def __init__(self, model: str, contexts: tuple[int, ...], with_gp: bool, threads: int | None = None,
-                 device: str | None = None, batch_size: int | None = None):
-        import torch
-
-        from scoring.model import load_causal_lm
-
-        if threads:
-            torch.set_num_threads(threads)
-        lm, self.tokenizer = load_causal_lm(model, device=device)
-        self.tokenizer.model_max_length = 1 << 40  # whole documents on purpose; the scorer windows them
-        cls = GPScorer if with_gp else Scorer
-        self.scorers = {int(c): cls(lm, model_name=model, context=int(c), stride=int(c) - 1,
-                                    max_batch_size=batch_size) for c in contexts}
-
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        cols = batch.to_pydict()
-        rows = document_stats(self.scorers, self.tokenizer, cols["id"], cols["input"])
-        return pa.Table.from_pylist(rows, schema=DOC_STATS_SCHEMA)
+def document_scorers(lm, model: str, contexts, with_gp: bool, batch_size: int | None = None) -> dict[int, Scorer]:
+    """One scorer per context C (stride C − 1), sharing one loaded model."""
+    cls = GPScorer if with_gp else Scorer
+    return {int(c): cls(lm, model_name=model, context=int(c), stride=int(c) - 1, max_batch_size=batch_size)
+            for c in contexts}

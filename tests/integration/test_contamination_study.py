@@ -10,10 +10,10 @@ from typer.testing import CliRunner
 
 from jobs.cli import app
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 
-def test_min_k_auc_rises_with_repeats(tmp_path):
+def test_min_k_auc_rises_with_repeats(tmp_path, ray_session):
     result = CliRunner().invoke(app, ["contamination-study", "--out", str(tmp_path), "--quick", "--repeats", "1,2,4",
                                       "--base-steps", "80"], catch_exceptions=False)
     assert result.exit_code == 0, result.output

@@ -236,9 +236,16 @@ def doc_mia(books, ray_session, tmp_path_factory):
                 shutil.copy(p, root / label / f"{f.replace('/', '_')}_{p.name}")
     bad = write_malformed(root / "members" / "bad.jsonl")
     out = root / "out"
-    invoke("doc-mia", "--members", root / "members", "--nonmembers", root / "nonmembers", "--model", books["model"],
-           "--out", out, "--contexts", "32,64", "--folds", 4, "--n-trees", 50, "--batch-size", 16, "--quiet")
+    args = ["doc-mia", "--members", root / "members", "--nonmembers", root / "nonmembers", "--model",
+            books["model"], "--out", out, "--contexts", "32,64", "--folds", 4, "--n-trees", 50, "--batch-size", 16,
+            "--quiet"]
+    invoke(*args)
     assert_quarantine(out / "quarantine.parquet", {f"member:{k}": v for k, v in bad.items()})
+    first = pq.read_table(out / "scores.parquet")
+    invoke(*args)  # a re-run reuses every committed part and gives the same scores
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["parts"]["reused"] == metrics["parts"]["parts"] >= 2 and metrics["parts"]["scored"] == 0
+    assert pq.read_table(out / "scores.parquet").equals(first)
     return out
 
 
@@ -258,6 +265,30 @@ def test_doc_mia_runs_the_full_grid_and_writes_the_table(doc_mia):
     scores = pq.read_table(doc_mia / "scores.parquet").to_pandas()
     assert len(scores) == 16 and scores["MaxNorm-TF/HistFE/C=32"].notna().all()
     assert sorted(scores["fold"].value_counts().tolist()) == [4, 4, 4, 4]
+
+
+def test_doc_mia_stats_from_the_pool_equal_direct_scoring(doc_mia, books):
+    """The whole-document stats the workers wrote equal the Scorer run in this process on the same part's documents
+    (same batch policy), and the driver never needed them: the grid's intermediate features are gone."""
+    from scoring.docmia.stats import document_scorers, document_stats
+    from scoring.model import load_causal_lm
+
+    name = next(p.name for p in sorted((doc_mia / "documents.parquet").glob("part-*.parquet"))
+                if pq.read_metadata(p).num_rows)  # the first part holding documents (bad.jsonl's holds none)
+    docs = pq.read_table(doc_mia / "documents.parquet" / name).to_pylist()
+    stats = pq.read_table(doc_mia / "doc_stats.parquet" / name).to_pylist()
+    lm, tok = load_causal_lm(books["model"], device="cpu")
+    tok.model_max_length = 1 << 40
+    enc = tok([Path(d["path"]).read_text() for d in docs], add_special_tokens=True)["input_ids"]
+    direct = document_stats(document_scorers(lm, books["model"], (32, 64), True, 16), [d["id"] for d in docs], enc)
+    assert [(r["id"], r["context"]) for r in stats] == [(r["id"], r["context"]) for r in direct]
+    for got, want in zip(stats, direct):
+        assert got["token_ids"] == want["token_ids"]
+        np.testing.assert_allclose(got["lp"], want["lp"], atol=1e-5)
+        np.testing.assert_allclose(got["p_sum"], want["p_sum"], rtol=1e-5, atol=1e-6)
+    for d in docs:
+        assert d["mean_lp"] == pytest.approx([np.mean(r["lp"]) for r in stats if r["id"] == d["id"]], abs=1e-12)
+    assert not (doc_mia / "_grid").exists()
 
 
 def test_unlearning_audit_flags_failed_unlearning_not_exact_unlearning(books, ray_session, tmp_path):

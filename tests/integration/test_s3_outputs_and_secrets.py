@@ -203,3 +203,29 @@ def test_audit_writes_its_parts_straight_to_s3(s3_server, corpus, tmp_path):
     assert not any(k.startswith("_staging/snippets/") for k in keys)
     report = json.loads(s3_server.get_object(Bucket=BUCKET, Key="audits/tiny/report.json")["Body"].read())
     assert report["counts"]["target"]["snippets_scored"] == 20 and report["parts"]["parts"] >= 2
+
+
+def test_doc_mia_writes_its_parts_straight_to_s3(s3_server, corpus, tmp_path):
+    """doc-mia --out s3://: the scoring workers write the document parts and the grid's feature files to S3, the
+    driver reads them back from there, and the intermediate features are gone once the job is complete."""
+    rows = [json.loads(line) for line in (corpus["root"] / "docs.jsonl").read_text().splitlines()]
+    for label, chunk in (("members", rows[:12]), ("nonmembers", rows[12:24])):
+        (tmp_path / label).mkdir()
+        for r in chunk:
+            (tmp_path / label / f"{r['id']}.txt").write_text(r["text"])
+    out = f"s3://{BUCKET}/docmia/tiny"
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    proc = subprocess.run([str(Path(sys.executable).parent / "tidemark"), "doc-mia", "--members",
+                           str(tmp_path / "members"), "--nonmembers", str(tmp_path / "nonmembers"), "--model",
+                           corpus["model"], "--out", out, "--contexts", "32", "--folds", "3", "--n-trees", "10",
+                           "--min-words", "1", "--quiet"], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
+    keys = {k[len("docmia/tiny/"):] for k in all_objects(s3_server) if k.startswith("docmia/tiny/")}
+    assert {"_SUCCESS", "metrics.json", "report.md", "scores.parquet", "_parts/part-00000.done.json",
+            "_parts/part-00001.done.json", "doc_stats.parquet/part-00001.parquet",
+            "documents.parquet/part-00000.parquet", "quarantine.parquet/duplicates.parquet"} <= keys
+    assert not any(k.startswith("_grid/") for k in keys)
+    metrics = json.loads(s3_server.get_object(Bucket=BUCKET, Key="docmia/tiny/metrics.json")["Body"].read())
+    assert metrics["counts"] == {"documents_in": 24, "documents_used": 24, "documents_quarantined": 0,
+                                 "members_used": 12, "nonmembers_used": 12}
+    assert len(metrics["results"]) == 1 + 5 * 2

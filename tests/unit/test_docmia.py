@@ -3,6 +3,7 @@ AggFE/HistFE, the k-fold grid, and the GP scorer's summed distributions."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -84,8 +85,66 @@ def test_histfe_bins_are_fitted_on_training_values_and_fractions_sum_to_one():
     assert HistFE(1000).fit([np.arange(5.0)]).transform([np.arange(5.0)]).shape == (1, 1000)
 
 
-def test_grid_uses_training_folds_only_and_separates_an_easy_split():
-    from scoring.docmia.protocol import GridConfig, make_folds, report_table, run_grid
+REFERENCE = Path(__file__).parents[1] / "fixtures" / "docmia_grid" / "reference.json"
+
+
+def _grid_on_parts(tmp_path, docs_by_context, labels, cfg, split):
+    """The job's grid (jobs/doc_mia_grid.py) on doc_stats part files written from in-memory stats; `split` cuts the
+    documents into parts. Ray-free: the per-part calls run in a plain loop."""
+    import pyarrow as pa
+
+    from jobs.doc_mia_grid import run_grid_on_parts
+    from jobs.storage_io import Location
+    from scoring.docmia.protocol import make_folds
+    from scoring.docmia.stats import DOC_STATS_SCHEMA
+
+    dest = Location(tmp_path)
+    labels = np.asarray(labels)
+    folds = make_folds(labels, cfg.k, cfg.seed)
+    contexts = sorted(docs_by_context)
+    n = labels.size
+    ids = [f"doc{i:03d}" for i in range(n)]
+    parts, vocab = {}, 0
+    for index, (lo, hi) in enumerate(zip([0, *split], [*split, n])):
+        rows = [{"id": ids[i], "context": c, "n_windows": 1, "error": None,
+                 **{k: docs_by_context[c][i][k] for k in ("token_ids", "lp", "lp_max")},
+                 "p_sum": None if docs_by_context[c][i].get("p_sum") is None else list(docs_by_context[c][i]["p_sum"])}
+                for i in range(lo, hi) for c in contexts]
+        dest.write_parquet(f"doc_stats.parquet/part-{index:05d}.parquet",
+                           pa.Table.from_pylist(rows, schema=DOC_STATS_SCHEMA))
+        parts[index] = {ids[i]: int(folds[i]) for i in range(lo, hi)}
+        for r in rows:
+            vocab = max(vocab, max(r["token_ids"]) + 1, len(r["p_sum"] or []))
+    baseline = {c: np.asarray([np.mean(d["lp"]) for d in docs_by_context[c]]) for c in contexts}
+    records, oof = run_grid_on_parts(dest, parts, labels, folds, baseline, cfg, contexts, vocab)
+    return records, oof, folds
+
+
+def test_grid_on_parts_equals_the_in_memory_grid_it_replaced(tmp_path):
+    """Against golden output of the first version's in-memory run_grid (tests/fixtures/docmia_grid/make_reference.py
+    at commit a3fa021), on seeded synthetic stats: same folds, every record and every out-of-fold score."""
+    import json
+
+    from scoring.docmia.protocol import GridConfig
+
+    ref = json.loads(REFERENCE.read_text())
+    docs = {int(c): d for c, d in ref["docs"].items()}
+    cfg = GridConfig(**ref["config"])
+    records, oof, folds = _grid_on_parts(tmp_path, docs, ref["labels"], cfg, split=[5, 11])
+    assert folds.tolist() == ref["folds"]
+    assert sorted(oof) == sorted(ref["oof"])
+    for col, want in ref["oof"].items():
+        np.testing.assert_allclose(oof[col], want, rtol=0, atol=1e-12, err_msg=col)
+    assert len(records) == len(ref["records"])
+    for got, want in zip(records, ref["records"]):
+        assert (got["normalization"], got["features"], got["context"]) == (
+            want["normalization"], want["features"], want["context"])
+        for key in ("auc_mean", "auc_std", "tpr_at_1_fpr_mean", "tpr_at_10_fpr_mean"):
+            assert got[key] == pytest.approx(want[key], abs=1e-12), (got["normalization"], got["features"], key)
+
+
+def test_grid_uses_training_folds_only_and_separates_an_easy_split(tmp_path):
+    from scoring.docmia.protocol import GridConfig, make_folds, report_table
 
     rng = np.random.default_rng(0)
     docs, labels = [], []
@@ -98,7 +157,8 @@ def test_grid_uses_training_folds_only_and_separates_an_easy_split():
         labels.append(member)
     folds = make_folds(np.array(labels), 4, 0)
     assert sorted(np.bincount(folds).tolist()) == [5, 5, 5, 5]
-    records, oof, folds2 = run_grid({16: docs}, labels, GridConfig(k=4, n_trees=20, hist_bins=50))
+    records, oof, folds2 = _grid_on_parts(tmp_path, {16: docs}, labels, GridConfig(k=4, n_trees=20, hist_bins=50),
+                                          split=[7])
     assert (folds == folds2).all()
     assert len(records) == 1 + 5 * 2  # baseline + 5 normalisations × 2 feature sets
     by = {(r["normalization"], r["features"]): r for r in records}
@@ -108,6 +168,28 @@ def test_grid_uses_training_folds_only_and_separates_an_easy_split():
     assert "MaxNorm-GP" in table and "C=16" in table
     with pytest.raises(ValueError, match="at least 5 documents per class"):
         make_folds(np.array(labels[:8]), 5, 0)
+
+
+def test_fold_references_are_the_training_folds_sums():
+    """Per-part fold sums added up give, for fold f, exactly tf_reference/gp_reference over every other fold."""
+    import pyarrow as pa
+
+    from scoring.docmia.grid import add_sums, fold_references, fold_sums
+    from scoring.docmia.stats import DOC_STATS_SCHEMA
+
+    docs = [dict(TRAIN[0], lp_max=[0.0] * 3), dict(TRAIN[1], lp_max=[0.0]),
+            {"token_ids": [3, 3, 0], "lp": [0.0, 0.0], "lp_max": [0.0, 0.0], "p_sum": [0.0, 0.0, 1.0, 1.0]}]
+    tables = [pa.Table.from_pylist([{"id": f"d{i}", "context": 8, **d, "n_windows": 1, "error": None}],
+                                   schema=DOC_STATS_SCHEMA) for i, d in enumerate(docs)]
+    fold_of = {"d0": 0, "d1": 0, "d2": 1}
+    total = {}
+    for t in tables:
+        add_sums(total, fold_sums(t, fold_of, 2, 4, ["tf", "gp"]))
+    refs = fold_references(total, 2)[8]
+    np.testing.assert_array_equal(refs["tf"][1], tf_reference([d["token_ids"] for d in docs[:2]], 4))
+    np.testing.assert_array_equal(refs["tf"][0], tf_reference([docs[2]["token_ids"]], 4))  # counts 1,0,0,2 → 1/3, …
+    np.testing.assert_allclose(refs["gp"][1], gp_reference([d["p_sum"] for d in docs[:2]], [3, 1], 4))
+    np.testing.assert_allclose(refs["gp"][0], [0.25, 0.25, 0.5, 0.5])  # [0,0,1,1]/2 positions; unseen → 0.5/2
 
 
 def test_gp_scorer_sums_the_full_distribution_once_per_predicted_position():
