@@ -199,7 +199,6 @@ def main(argv=None) -> int:
 def main_audit(args) -> int:
     """The flat-driver check for `audit`: N target rows (one snippet each, benchmark mode) and the same 2k-row
     labelled calibration set at every N."""
-    from bench.common import environment, write_json
     from bench.workspace import tiny_model_dir
 
     work = Path(args.work or Path(args.out) / "_scale_audit_work")
@@ -219,16 +218,24 @@ def main_audit(args) -> int:
         res["rows_per_s"] = round(n / res["wall_s"], 1)
         runs[n] = res
         log(f"  {res['wall_s']} s, driver peak {res['driver_peak_mb']} MB, workers {res['workers_peak_mb']} MB")
+    return write_job_runs(args, work, "audit", runs, "row", "audit target rows",
+                          "tidemark audit (benchmark mode, min_k@k=0.2, 2k calibration rows) as a subprocess, tiny "
+                          f"GPT-2, SOTU passages of {WORDS} words")
+
+
+def write_job_runs(args, work: Path, job: str, runs: dict, unit: str, axis: str, what: str) -> int:
+    """A one-job scale run's summary (driver peak ratio, marginal seconds per `unit`), scale_<job>.json and .png."""
+    from bench.common import environment, write_json
+
     ns = sorted(runs)
     summary = {"driver_peak_ratio_largest_vs_smallest": round(runs[ns[-1]]["driver_peak_mb"]
                                                               / runs[ns[0]]["driver_peak_mb"], 3),
-               "marginal_s_per_row": {f"{a}->{b}": (runs[b]["wall_s"] - runs[a]["wall_s"]) / (b - a)
-                                      for a, b in zip(ns, ns[1:])}}
-    payload = {"what": "tidemark audit (benchmark mode, min_k@k=0.2, 2k calibration rows) as a subprocess, tiny "
-                       f"GPT-2, SOTU passages of {WORDS} words", "environment": environment("cpu"),
-               "runs": {"audit": runs}, "summary": summary}
-    write_json(args.out, "scale_audit", payload)
-    plot({"audit": runs}, Path(args.out) / "scale_audit.png", what="audit target rows")
+               f"marginal_s_per_{unit}": {f"{a}->{b}": (runs[b]["wall_s"] - runs[a]["wall_s"]) / (b - a)
+                                          for a, b in zip(ns, ns[1:])}}
+    name = f"scale_{job.replace('-', '_')}"
+    write_json(args.out, name, {"what": what, "environment": environment("cpu"), "runs": {job: runs},
+                                "summary": summary})
+    plot({job: runs}, Path(args.out) / f"{name}.png", what=axis)
     log(json.dumps(summary, indent=1))
     shutil.rmtree(work, ignore_errors=True)
     return 0
@@ -238,7 +245,6 @@ def main_doc_mia(args) -> int:
     """The flat-driver check for `doc-mia`: N documents ("books" of --doc-words words of SOTU text, consecutive
     passages), half in members/, half in nonmembers/, the full grid (5 normalisations incl. GP, AggFE + HistFE,
     5 folds) at C=128 with 100 trees per forest."""
-    from bench.common import environment, write_json
     from bench.workspace import tiny_model_dir
 
     work = Path(args.work or Path(args.out) / "_scale_docmia_work")
@@ -263,19 +269,9 @@ def main_doc_mia(args) -> int:
         res["rows_per_s"] = round(n / res["wall_s"], 2)
         runs[n] = res
         log(f"  {res['wall_s']} s, driver peak {res['driver_peak_mb']} MB, workers {res['workers_peak_mb']} MB")
-    ns = sorted(runs)
-    summary = {"driver_peak_ratio_largest_vs_smallest": round(runs[ns[-1]]["driver_peak_mb"]
-                                                              / runs[ns[0]]["driver_peak_mb"], 3),
-               "marginal_s_per_document": {f"{a}->{b}": (runs[b]["wall_s"] - runs[a]["wall_s"]) / (b - a)
-                                           for a, b in zip(ns, ns[1:])}}
-    payload = {"what": f"tidemark doc-mia as a subprocess, tiny GPT-2, documents of {per_doc * WORDS} words of SOTU "
-                       "text, C=128, all 5 normalisations, AggFE + HistFE (1000 bins), 5 folds, 100 trees",
-               "environment": environment("cpu"), "runs": {"doc-mia": runs}, "summary": summary}
-    write_json(args.out, "scale_doc_mia", payload)
-    plot({"doc-mia": runs}, Path(args.out) / "scale_doc_mia.png", what="doc-mia documents")
-    log(json.dumps(summary, indent=1))
-    shutil.rmtree(work, ignore_errors=True)
-    return 0
+    return write_job_runs(args, work, "doc-mia", runs, "document", "doc-mia documents",
+                          f"tidemark doc-mia as a subprocess, tiny GPT-2, documents of {per_doc * WORDS} words of "
+                          "SOTU text, C=128, all 5 normalisations, AggFE + HistFE (1000 bins), 5 folds, 100 trees")
 
 
 def plot(runs: dict, path: Path, what: str = "benchmark rows") -> None:
