@@ -276,18 +276,39 @@ def parse_tags(raw: str | None) -> list[str]:
     return raw.split()
 
 
-def body_text(html: str) -> tuple[str, bool, bool]:
-    """Plain text of a post body, whether it holds code, and whether it holds a formula."""
-    from bs4 import BeautifulSoup
+_BLOCKS = frozenset(_BLOCK_TAGS)
+_HIDDEN = ("script", "style", "template")  # their text is not page text (BeautifulSoup's get_text skips it too)
 
-    soup = BeautifulSoup(html or "", "lxml")
-    has_code = soup.find(["pre", "code"]) is not None
-    has_math_markup = soup.find(class_="math-container") is not None  # MathJax sites, 2018 on
-    for br in soup.find_all("br"):
-        br.replace_with("\n")
-    for block in soup.find_all(_BLOCK_TAGS):  # "<p>a</p><p>b</p>" must not read "ab"
-        block.insert_after("\n")
-    text = squeeze_whitespace(soup.get_text())
+
+def body_text(html: str) -> tuple[str, bool, bool]:
+    """Plain text of a post body, whether it holds code, and whether it holds a formula.
+
+    lxml.html, i.e. libxml2's HTML parser, the same parser the first version reached through BeautifulSoup's "lxml"
+    tree builder, walked once. Measured on the 592 bodies of the real coffee dump (best of 3, one core): bs4
+    1,841 bodies/s, lxml.html 15,627, selectolax (Lexbor) 10,080; lxml.html and selectolax gave output identical
+    to bs4 on every body, and lxml is a dependency already."""
+    import lxml.html
+    from lxml import etree
+
+    try:
+        root = lxml.html.document_fromstring(html) if html and html.strip() else None
+    except (etree.ParserError, ValueError):  # "Document is empty" (only comments, say); ValueError: NUL bytes
+        root = None
+    if root is None:
+        return "", False, False
+    has_code = has_math_markup = False
+    for el in root.iter(_HIDDEN):
+        el.drop_tree()  # keeps the tail text
+    for el in root.iter(etree.Element):
+        tag = el.tag
+        if tag in ("pre", "code"):
+            has_code = True
+        cls = el.get("class")
+        if cls and "math-container" in cls.split():  # MathJax sites, 2018 on
+            has_math_markup = True
+        if tag == "br" or tag in _BLOCKS:  # "<p>a</p><p>b</p>" must not read "ab"
+            el.tail = "\n" + (el.tail or "")
+    text = squeeze_whitespace(root.text_content())
     return text, has_code, has_math_markup or looks_like_formula(text)
 
 
