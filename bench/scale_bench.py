@@ -92,11 +92,11 @@ def run_audit(target: Path, calibration: Path, model: str, out: Path) -> dict:
     return res
 
 
-def run_job(args: list[str], out: Path, result_file: str) -> dict:
+def run_job(args: list[str], out: Path, result_file: str, quiet: bool = True) -> dict:
     """`tidemark ARGS --quiet` as a subprocess with its own local Ray, its RSS sampled; counts, phases and part
     stats from its result file."""
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [str(Path(sys.executable).parent / "tidemark"), *args, "--quiet"]
+    cmd = [str(Path(sys.executable).parent / "tidemark"), *args, *(["--quiet"] if quiet else [])]
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env.setdefault("RAY_AUTH_MODE", "disabled")
     t0 = time.perf_counter()
@@ -110,7 +110,7 @@ def run_job(args: list[str], out: Path, result_file: str) -> dict:
     step = max(1, len(rss.samples) // 200)  # keep ~200 samples of the RSS timeline
     return {"wall_s": round(wall, 2), "driver_peak_mb": round(rss.driver_peak / 2**20, 1),
             "workers_peak_mb": round(rss.workers_peak / 2**20, 1), "counts": run["counts"],
-            "phases_s": run["phases_s"], "parts": run["parts"],
+            "phases_s": run.get("phases_s"), "parts": run.get("parts"),
             "rss_timeline_mb": [[t, round(d / 2**20, 1), round(w / 2**20, 1)] for t, d, w in rss.samples[::step]]}
 
 
@@ -138,16 +138,20 @@ def main(argv=None) -> int:
     ap.add_argument("--all-sizes", default="2000,8000", help="sizes for the `--methods all` slope ('' to skip)")
     ap.add_argument("--loop-rows", type=int, default=3000, help="rows for the bare batch-1 loop")
     ap.add_argument("--work", default=None)
-    ap.add_argument("--job", choices=("evaluate", "audit", "doc-mia"), default="evaluate",
+    ap.add_argument("--job", choices=("evaluate", "audit", "doc-mia", "build"), default="evaluate",
                     help="audit: `tidemark audit` on N target rows with a fixed 2k-row calibration set "
                          "(results in scale_audit.json/png); doc-mia: `tidemark doc-mia` on N documents of "
-                         "--doc-words words, half members (scale_doc_mia.json/png; --sizes counts documents)")
+                         "--doc-words words, half members (scale_doc_mia.json/png; --sizes counts documents); "
+                         "build: `tidemark build-benchmark` (StackMIA) on a dump of id-shifted copies of the real "
+                         "coffee site (scale_build.json/png; --sizes counts posts)")
     ap.add_argument("--doc-words", type=int, default=1000, help="doc-mia: words per document")
     args = ap.parse_args(argv)
     if args.job == "audit":
         return main_audit(args)
     if args.job == "doc-mia":
         return main_doc_mia(args)
+    if args.job == "build":
+        return main_build(args)
     from bench.common import environment, write_json
     from bench.workspace import tiny_model_dir, write_benchmark
 
@@ -223,6 +227,53 @@ def main_audit(args) -> int:
                           f"GPT-2, SOTU passages of {WORDS} words")
 
 
+def shifted_dump(coffee: Path, out: Path, posts: int) -> Path:
+    """A Posts.xml of ~`posts` rows: copies of the real coffee site, copy k with every Id, ParentId and
+    AcceptedAnswerId shifted by k × 1,000,000 (same texts and dates, so the copies are exact duplicates)."""
+    import re
+
+    lines = coffee.read_text(encoding="utf-8").splitlines()
+    head = [ln for ln in lines if not ln.strip().startswith("<row") and not ln.strip().startswith("</posts")]
+    rows = [ln for ln in lines if ln.strip().startswith("<row")]
+    ident = re.compile(r' (Id|ParentId|AcceptedAnswerId)="(\d+)"')
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(head) + "\n")
+        for k in range(max(1, -(-posts // len(rows)))):
+            shift = k * 1_000_000
+            fh.write("\n".join(ident.sub(lambda m: f' {m[1]}="{int(m[2]) + shift}"', r) for r in rows) + "\n")
+        fh.write("</posts>\n")
+    return out
+
+
+def main_build(args) -> int:
+    """The flat-driver and throughput check for `build-benchmark` on Stack Exchange: N posts (copies of the
+    bundled real coffee site with shifted ids), the StackMIA config with coffee's window."""
+    coffee = Path(os.environ.get("TIDEMARK_COFFEE_POSTS", ROOT.parent / "shared" / "data" / "stackexchange"
+                                 / "coffee.stackexchange.com" / "Posts.xml"))
+    if not coffee.is_file():
+        raise SystemExit(f"{coffee}: the real coffee dump is not here (set TIDEMARK_COFFEE_POSTS to a Posts.xml)")
+    work = Path(args.work or Path(args.out) / "_scale_build_work")
+    runs: dict = {}
+    for n in [int(x) for x in args.sizes.split(",") if x]:
+        dump = shifted_dump(coffee, work / f"dump-{n}" / "coffee.stackexchange.com" / "Posts.xml", n)
+        posts = sum(1 for line in open(dump, "rb") if line.lstrip().startswith(b"<row"))
+        log(f"build-benchmark on {posts} posts ({dump.stat().st_size / 1e6:.0f} MB) ...")
+        out = work / f"out-{n}"
+        res = run_job(["build-benchmark", "--config", str(ROOT / "jobs" / "configs" / "stackmia.yaml"),
+                       "--set", f"source.path={dump.parent}", "--set", "cutoffs.member_before=2015-02-01",
+                       "--set", "cutoffs.nonmember_after=2015-03-01", "--out", str(out)], out, "manifest.json",
+                      quiet=False)
+        res["posts"] = posts
+        res["rows_per_s"] = round(posts / res["wall_s"], 1)
+        runs[posts] = res
+        log(f"  {res['wall_s']} s ({res['rows_per_s']} posts/s), driver peak {res['driver_peak_mb']} MB, "
+            f"workers {res['workers_peak_mb']} MB")
+    return write_job_runs(args, work, "build", runs, "post", "Stack Exchange posts in the dump",
+                          "tidemark build-benchmark (StackMIA config) as a subprocess on id-shifted copies of the "
+                          "real coffee.stackexchange.com Posts.xml")
+
+
 def write_job_runs(args, work: Path, job: str, runs: dict, unit: str, axis: str, what: str) -> int:
     """A one-job scale run's summary (driver peak ratio, marginal seconds per `unit`), scale_<job>.json and .png."""
     from bench.common import environment, write_json
@@ -283,7 +334,7 @@ def plot(runs: dict, path: Path, what: str = "benchmark rows") -> None:
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
     for label, r in runs.items():
         ns = sorted(r)
-        name = label if label in ("audit", "doc-mia") else f"--methods {label}"
+        name = label if label in ("audit", "doc-mia", "build") else f"--methods {label}"
         a.plot(ns, [r[n]["driver_peak_mb"] for n in ns], "o-", label=f"driver, {name}")
         a.plot(ns, [r[n]["workers_peak_mb"] for n in ns], "s--", label=f"Ray workers, {name}")
         b.plot(ns, [r[n]["rows_per_s"] for n in ns], "o-", label=name)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import pyarrow as pa
 
@@ -21,6 +21,7 @@ from curation import sources
 from curation.dedup import duplicate_decisions
 from curation.document import BENCHMARK_COLUMNS, Document, QuarantineRow, utc
 from curation.stages import MEMBER, Stage, balanced_sample, bucket_rows, document_stages, run_row_stages
+from curation.text import truncate_words
 
 DOCUMENT_STEPS = ("source", "cutoff", "title", "words", "code_formula", "language", "dedup", "bucket")
 ROW_STEPS = ("sample",)
@@ -127,8 +128,11 @@ def split_annotated(rows: Iterable[Mapping[str, Any]]) -> tuple[list[dict], list
 
 # ---------------------------------------------------------------- global steps
 
-def finish(cfg: Mapping[str, Any], documents_in: int, kept: list[dict], exclusions: list[dict]) -> BuildResult:
-    """Dedup, bucket, sample; count every step; reconcile. `kept`/`exclusions` come from split_annotated."""
+def finish(cfg: Mapping[str, Any], documents_in: int, kept: list[dict], exclusions: list[dict],
+           fetch_texts: Callable[[set[str]], Mapping[str, str]] | None = None) -> BuildResult:
+    """Dedup, bucket, sample; count every step; reconcile. `kept`/`exclusions` come from split_annotated. Every
+    decision needs keys only (dates, labels, word counts, dedup keys), so the kept documents may come without
+    their text: then `fetch_texts(document ids)` returns the texts of the sampled documents alone."""
     if len(kept) + len(exclusions) != documents_in:
         raise ReconcileError(f"{documents_in} documents in, but {len(kept)} kept + {len(exclusions)} excluded")
     exclusions = list(exclusions)
@@ -155,6 +159,17 @@ def finish(cfg: Mapping[str, Any], documents_in: int, kept: list[dict], exclusio
         candidates, per_bucket=cfg["per_bucket"], seed=cfg["seed"], balance=bool(cfg["balance"]),
         monthly_nonmembers=bool(cut["monthly_nonmembers"]), per_month=cut["per_month"])
     exclusions += [_exclusion(r, "sample", reason, detail) for r, reason, detail in not_sampled]
+    missing = {r["document_id"] for r in sampled if r["input"] is None}
+    if missing:
+        if fetch_texts is None:
+            raise ValueError("documents came without their text and no fetch_texts was given")
+        texts = fetch_texts(missing)
+        lost = missing - set(texts)
+        if lost:
+            raise ReconcileError(f"{len(lost)} sampled documents have no text to write, e.g. {sorted(lost)[:3]}")
+        for r in sampled:
+            if r["input"] is None:
+                r["input"] = truncate_words(texts[r["document_id"]], r["bucket"])
 
     rows = sorted((_benchmark_row(r) for r in sampled), key=lambda r: r["id"])
     counts = count_steps(documents_in, exclusions, candidates, sampled, monthly=bool(cut["monthly_nonmembers"]))

@@ -262,7 +262,8 @@ def bucket_rows(row: Row, buckets: Iterable[int], mode: str = "every") -> list[R
 
     mode "every" (WikiMIA): one row per bucket the text is long enough for, so a 150-word text gives 32, 64 and
     128-word rows. mode "largest": only the largest such bucket, so buckets are disjoint (one row per document).
-    Row ids are `<document id>@<bucket>`, unique in the release, because scores are joined on id."""
+    Row ids are `<document id>@<bucket>`, unique in the release, because scores are joined on id. A document
+    given without its text (the Ray runner keeps texts on the workers) gets `input` None, filled after sampling."""
     n = row["word_count"] if row.get("word_count") is not None else word_count(row.get("text") or "")
     fits = [b for b in sorted(buckets) if n >= b]
     if mode == "largest":
@@ -270,7 +271,7 @@ def bucket_rows(row: Row, buckets: Iterable[int], mode: str = "every") -> list[R
     return [
         {
             "id": f"{row['id']}@{b}",
-            "input": truncate_words(row["text"], b),
+            "input": truncate_words(row["text"], b) if "text" in row else None,  # None: filled once sampled
             "label": int(row["label"]),
             "bucket": int(b),
             "source": row["source"],

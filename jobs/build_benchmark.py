@@ -5,9 +5,10 @@
         --set cutoffs.nonmember_after=2015-03-01 --out DIR
 
 Pipeline (stages live in curation/; this module only wires them):
-    shards (one per site/file/tar) --flat_map--> documents --map_batches--> row-level stages (cutoff, filters,
-    dedup keys) --> driver: dedup decisions, buckets, balanced sampling, counts --> DIR/data, DIR/excluded,
-    DIR/manifest.json
+    shards (one per site/file/tar/byte range) --flat_map--> documents --map_batches--> row-level stages (cutoff,
+    filters, dedup keys) --> driver: the keys only (texts stay in the workers' blocks): dedup decisions, buckets,
+    balanced sampling, counts --> the sampled documents' texts, selected on the workers --> DIR/data,
+    DIR/excluded, DIR/manifest.json
 Ray tasks ask for half a CPU, so that a 2-core machine runs parse and filter tasks side by side. Ray does not keep
 row order; the driver sorts by id before writing, which makes the data files byte-identical run to run.
 `--runner local` runs the same stages in this process without Ray.
@@ -32,12 +33,39 @@ def _echo(message: str) -> None:
 
 # ---------------------------------------------------------------- Ray stages (thin wrappers over curation/)
 
-def _parse_shard(item: Mapping[str, Any]) -> Iterator[dict]:
+def _parse_shard(item: Mapping[str, Any], aggregated: Mapping[str, list] | None = None) -> Iterator[dict]:
+    """One shard's documents; a shard that needs an aggregation (`site_key`) gets its partition arrays, read
+    zero-copy from the object store."""
+    import ray
+
     from curation import sources
     from curation.pipeline import to_record
 
-    for doc in sources.iter_documents(json.loads(item["shard"])):
+    shard = json.loads(item["shard"])
+    refs = (aggregated or {}).get(shard.get("site_key"))
+    for doc in sources.iter_documents(shard, ray.get(list(refs)) if refs else None):
         yield to_record(doc)
+
+
+def run_aggregations(source_cfg: Mapping[str, Any], shards: list[dict]) -> dict[str, list]:
+    """Each aggregation the source declares (Stack Exchange's answers pass), on the workers: a scan task per item
+    returning one piece per partition, a merge task per partition. Returns {key: [partition object refs]}; the
+    driver never fetches them."""
+    import ray
+
+    from curation import sources
+
+    module = sources.source_module(source_cfg["kind"])
+    out = {}
+    for agg in sources.aggregations(source_cfg, shards):
+        p = agg["partitions"]
+        scan = ray.remote(num_cpus=TASK_CPUS, max_retries=2)(module.scan_answers).options(num_returns=p)
+        merge = ray.remote(num_cpus=TASK_CPUS, max_retries=2)(module.merge_answers)
+        pieces = [scan.remote(item, p) for item in agg["items"]]
+        pieces = [x if p > 1 else [x] for x in pieces]
+        out[agg["key"]] = [merge.remote(*[piece[k] for piece in pieces]) for k in range(p)]
+        _echo(f"answers pass: {len(agg['items'])} range(s) of {agg['key']}, {p} partition(s)")
+    return out
 
 
 def _annotate_batch(batch, cfg_json: str):
@@ -55,20 +83,44 @@ def run_ray(cfg: Mapping[str, Any]):
 
     shards = sources.shards(sources.source_config(cfg))
     _echo(f"{len(shards)} shard(s) to parse")
+    aggregated = run_aggregations(sources.source_config(cfg), shards)
     items = [{"shard": json.dumps(s, default=str)} for s in shards]
     documents = ray.data.from_items(items, override_num_blocks=max(1, len(items)))
-    documents = documents.flat_map(_parse_shard, num_cpus=TASK_CPUS)
+    documents = documents.flat_map(_parse_shard, fn_kwargs={"aggregated": aggregated}, num_cpus=TASK_CPUS)
     annotated = documents.map_batches(
         _annotate_batch, fn_kwargs={"cfg_json": json.dumps(cfg, default=str)}, batch_format="pyarrow",
         batch_size=BATCH_SIZE, num_cpus=TASK_CPUS,
-    ).materialize()
-    tables = [t for t in ray.get(annotated.to_arrow_refs()) if t.num_rows]
-    table = pa.concat_tables([t.select(ANNOTATED_SCHEMA.names).cast(ANNOTATED_SCHEMA) for t in tables]) \
-        if tables else ANNOTATED_SCHEMA.empty_table()
+    ).materialize()  # the annotated blocks stay in the object store (spilled to disk when large)
+    keys_schema = ANNOTATED_SCHEMA.remove(ANNOTATED_SCHEMA.get_field_index("text"))
+    keys = annotated.drop_columns(["text"])  # every decision needs keys only: texts stay on the workers
+    tables = [t for t in ray.get(keys.to_arrow_refs()) if t.num_rows]
+    table = pa.concat_tables([t.select(keys_schema.names).cast(keys_schema) for t in tables]) \
+        if tables else keys_schema.empty_table()
     _echo(f"parsed and filtered {table.num_rows} documents")
+    created = created_range(table.column("created_at").to_pylist())
     kept, exclusions = split_annotated(table.to_pylist())
-    result = finish(cfg, table.num_rows, kept, exclusions)
-    return result, {"created_at": created_range(table.column("created_at").to_pylist())}
+    n_in = table.num_rows
+    del table, tables
+    result = finish(cfg, n_in, kept, exclusions, fetch_texts=lambda ids: _texts_of(annotated, ids))
+    return result, {"created_at": created}
+
+
+def _texts_of(annotated, ids: set[str]) -> dict[str, str]:
+    """The texts of the sampled documents only (the release's), selected on the workers."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import ray
+
+    wanted = pa.array(sorted(ids), pa.string())
+
+    def select(batch: pa.Table) -> pa.Table:
+        return batch.filter(pc.is_in(batch.column("id"), value_set=wanted)).select(["id", "text"])
+
+    found = annotated.map_batches(select, batch_format="pyarrow", num_cpus=TASK_CPUS)
+    out: dict[str, str] = {}
+    for t in ray.get(found.to_arrow_refs()):
+        out.update(zip(t.column("id").to_pylist(), t.column("text").to_pylist()))
+    return out
 
 
 # ---------------------------------------------------------------- the shift audit call site

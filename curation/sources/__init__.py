@@ -4,8 +4,14 @@ Every source module provides
     iter_documents(source_cfg: dict) -> Iterator[Document]
 and may provide
     snapshot(source_cfg: dict) -> dict        what the release manifest records about the input (files, md5s, dates)
-    shards(source_cfg: dict) -> list[dict]    independent pieces (one per site/file/tar); each is a source_cfg that
-                                              iter_documents accepts. The Ray job parses one shard per task.
+    shards(source_cfg: dict) -> list[dict]    independent pieces (one per site/file/tar, or byte range); each is a
+                                              source_cfg that iter_documents accepts. The Ray job parses one shard
+                                              per task.
+    aggregations(shards) -> list[dict]        keyed global inputs that some shards need before they can parse
+                                              ({key, items, partitions}; a shard names its key as `site_key`): the
+                                              job runs module.scan_answers(item, partitions) per item and
+                                              module.merge_answers(*pieces) per partition on the workers, and calls
+                                              iter_documents(shard, partition arrays). Stack Exchange's answers pass.
 
 `source_cfg` is the config's `source` section. The job adds two read-only keys to it (unless the section sets them):
 `cutoffs` (the config's `cutoffs` section) and `member_cutoff` (= cutoffs.member_before), so that an API source can
@@ -46,8 +52,16 @@ def source_config(cfg: Mapping[str, Any]) -> dict:
     return source
 
 
-def iter_documents(source_cfg: Mapping[str, Any]) -> Iterator[Document]:
-    return source_module(source_cfg["kind"]).iter_documents(dict(source_cfg))
+def iter_documents(source_cfg: Mapping[str, Any], aggregated=None) -> Iterator[Document]:
+    module = source_module(source_cfg["kind"])
+    if aggregated is not None:
+        return module.iter_documents(dict(source_cfg), aggregated)
+    return module.iter_documents(dict(source_cfg))
+
+
+def aggregations(source_cfg: Mapping[str, Any], shards_: list[dict]) -> list[dict]:
+    module = source_module(source_cfg["kind"])
+    return module.aggregations(shards_) if hasattr(module, "aggregations") else []
 
 
 def shards(source_cfg: Mapping[str, Any]) -> list[dict]:

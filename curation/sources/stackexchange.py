@@ -11,7 +11,9 @@ Streaming, in two passes over the XML, with memory that does not grow with the t
 2. questions: each <row> is parsed, turned into a Document and freed (lxml iterparse, the element and its
    earlier siblings cleared).
 A .7z is decompressed twice, streamed through a bounded queue from py7zr's writer callback (nothing is extracted
-to disk; an s3:// .7z is first copied to a temporary file because 7z needs to seek).
+to disk; an s3:// .7z is first copied to a temporary file because 7z needs to seek). A plain Posts.xml larger than
+`range_bytes` is instead cut into byte ranges that parse in parallel, with the answers' pass as a partitioned
+aggregation (se_ranges.py).
 
 Thread activity (`meta.activity_at`, which the cutoff stage uses for members): the latest of the question's
 CreationDate, its LastEditDate and every answer's CreationDate. Why these: the body in the dump is the latest
@@ -25,7 +27,7 @@ Tags parse in both dump formats, `<a><b>` (older dumps) and `|a|b|` (2024 on).
 
 source_cfg keys: `path` (required), `site` (the domain, e.g. "coffee.stackexchange.com", when the path does not
 name it), `dump_date` (the dump's release date, recorded in the manifest), `requester_pays`, `endpoint_url`,
-`region` (for s3://).
+`region` (for s3://), `range_bytes` (the byte-range size for parallel parsing; default 64 MiB).
 """
 from __future__ import annotations
 
@@ -67,8 +69,48 @@ def site_files(path: str, **opts: Any) -> list[str]:
 
 
 def shards(source_cfg: Mapping[str, Any]) -> list[dict]:
-    """One shard per site file, so that a directory of sites parses in parallel."""
-    return [{**source_cfg, "path": f} for f in site_files(source_cfg["path"], **storage.s3_options(source_cfg))]
+    """One shard per site file, and a plain Posts.xml larger than `range_bytes` (default 64 MiB) cut into byte
+    ranges that parse in parallel (curation/sources/se_ranges.py); a .7z stays one shard (it streams)."""
+    from curation.sources import se_ranges
+
+    opts = storage.s3_options(source_cfg)
+    range_bytes = int(source_cfg.get("range_bytes") or se_ranges.RANGE_BYTES)
+    out = []
+    for f in site_files(source_cfg["path"], **opts):
+        ranges = se_ranges.byte_ranges(storage.file_size(f, **opts), range_bytes) \
+            if f.lower().endswith(".xml") else [None]
+        if len(ranges) == 1:
+            out.append({**source_cfg, "path": f})
+            continue
+        domain = site_domain(f, source_cfg.get("site"))
+        out += [{**source_cfg, "path": f, "site": domain, "byte_range": r, "site_key": f} for r in ranges]
+    return out
+
+
+def aggregations(shards_: list[dict]) -> list[dict]:
+    """The answers' pass of every range-split site: {key, items (the site's range shards), partitions}. The job
+    runs `scan_answers` per item and `merge_answers` per partition (se_ranges.py), and hands each range shard its
+    site's partition arrays."""
+    from curation.sources import se_ranges
+
+    by_site: dict[str, list[dict]] = {}
+    for shard in shards_:
+        if "byte_range" in shard:
+            by_site.setdefault(shard["site_key"], []).append(shard)
+    return [{"key": key, "items": items, "partitions": se_ranges.partitions_for(len(items))}
+            for key, items in by_site.items()]
+
+
+def scan_answers(item: Mapping[str, Any], partitions: int):
+    from curation.sources.se_ranges import scan_answers as scan
+
+    return scan(item, partitions)
+
+
+def merge_answers(*pieces):
+    from curation.sources.se_ranges import merge_answers as merge
+
+    return merge(*pieces)
 
 
 def site_domain(path: str, configured: str | None = None) -> str:
@@ -358,8 +400,18 @@ def iter_site(path: str, domain: str | None = None, **opts: Any) -> Iterator[Doc
                 yield question_document(row, domain, latest.get(int(row["Id"])))
 
 
-def iter_documents(source_cfg: Mapping[str, Any]) -> Iterator[Document]:
+def iter_documents(source_cfg: Mapping[str, Any], aggregated=None) -> Iterator[Document]:
+    """Every question of the configured sites; for a range shard, the questions of its range, looking answers up
+    in `aggregated` (its site's partition arrays; computed here by scanning the whole file when not given)."""
+    from curation.sources import se_ranges
+
     opts = storage.s3_options(source_cfg)
+    if "byte_range" in source_cfg:
+        if aggregated is None:
+            whole = {**source_cfg, "byte_range": [0, storage.file_size(source_cfg["path"], **opts)]}
+            aggregated = [se_ranges.merge_answers(*se_ranges.scan_answers(whole, 1))]
+        yield from se_ranges.iter_range_documents(source_cfg, se_ranges.AnswerLookup(aggregated))
+        return
     for path in site_files(source_cfg["path"], **opts):
         yield from iter_site(path, source_cfg.get("site"), **opts)
 

@@ -119,15 +119,26 @@ class _RawStream(io.RawIOBase):
 
 
 @contextlib.contextmanager
-def open_binary(path: str, **opts: Any) -> Iterator[BinaryIO]:
+def open_binary(path: str, start: int = 0, **opts: Any) -> Iterator[BinaryIO]:
+    """A stream from byte `start` to the end (S3: one ranged GET, read only as far as the caller reads)."""
     if is_s3(path):
         bucket, key = split_s3(path)
-        body = _client(opts).get_object(Bucket=bucket, Key=key, **_payer(opts))["Body"]
+        ranged = {"Range": f"bytes={int(start)}-"} if start else {}
+        body = _client(opts).get_object(Bucket=bucket, Key=key, **ranged, **_payer(opts))["Body"]
         with io.BufferedReader(_RawStream(body), buffer_size=CHUNK) as stream:
             yield stream
     else:
         with open(path, "rb") as stream:
+            if start:
+                stream.seek(int(start))
             yield stream
+
+
+def file_size(path: str, **opts: Any) -> int:
+    if is_s3(path):
+        bucket, key = split_s3(path)
+        return int(_client(opts).head_object(Bucket=bucket, Key=key, **_payer(opts))["ContentLength"])
+    return os.path.getsize(path)
 
 
 @contextlib.contextmanager

@@ -241,3 +241,73 @@ def test_bench_stackexchange_parse(coffee: Path):
     result = bench_stackexchange_parse(str(coffee.parent), repeats=1)
     assert (result["posts"], result["questions"], result["documents"]) == (592, 225, 225)
     assert result["posts_per_s"] > 0 and result["cores"] == 1
+
+
+# ---------------------------------------------------------------- byte ranges (curation/sources/se_ranges.py)
+
+def _range_docs(path: Path, range_bytes: int, partitions: int | None = None, **opts):
+    """Documents of every range shard, with the answers' aggregation run in this process as the job runs it."""
+    from curation.sources import se_ranges
+
+    shards = se.shards({"path": str(path), "range_bytes": range_bytes, **opts})
+    aggs = se.aggregations(shards)
+    merged = {}
+    for agg in aggs:
+        p = partitions or agg["partitions"]
+        pieces = [se.scan_answers(item, p) for item in agg["items"]]
+        merged[agg["key"]] = [se.merge_answers(*[piece[k] for piece in pieces]) for k in range(p)]
+    docs = [d for s in shards for d in se.iter_documents(s, merged.get(s.get("site_key")))]
+    return shards, docs
+
+
+def test_ranges_own_every_line_once(site_dir: Path):
+    from curation.sources import se_ranges
+
+    path = site_dir / "Posts.xml"
+    data = path.read_bytes()
+    for size in (1, 7, 100, 333, len(data) - 1, len(data), 10 * len(data)):
+        lines = [(off, line) for a, b in se_ranges.byte_ranges(len(data), size)
+                 for off, line in se_ranges.iter_lines(str(path), a, b)]
+        assert b"".join(line for _, line in lines) == data, size
+        assert all(data[off:off + len(line)] == line for off, line in lines)
+
+
+@pytest.mark.parametrize("range_bytes,partitions", [(150, None), (400, 3), (1 << 20, None)])
+def test_range_shards_give_the_whole_file_documents(site_dir: Path, range_bytes: int, partitions):
+    whole = list(se.iter_documents({"path": str(site_dir)}))
+    shards, docs = _range_docs(site_dir / "Posts.xml", range_bytes, partitions)
+    assert (len(shards) > 1) == (range_bytes < 1 << 20)
+    assert docs == whole  # answers joined across ranges: q1's last answer sits before it and in a later range
+
+
+def test_range_shard_alone_scans_the_answers_itself(site_dir: Path):
+    shards = se.shards({"path": str(site_dir / "Posts.xml"), "range_bytes": 300})
+    alone = [d for s in shards for d in se.iter_documents(s)]
+    assert alone == list(se.iter_documents({"path": str(site_dir)}))
+
+
+def test_broken_and_foreign_lines_in_a_range_are_quarantined(site_dir: Path, tmp_path: Path):
+    path = tmp_path / "x.stackexchange.com" / "Posts.xml"
+    path.parent.mkdir()
+    lines = (site_dir / "Posts.xml").read_text().splitlines()
+    lines.insert(5, '  <row Id="90" PostTypeId="1" CreationDate="2015-01-01T00:00:00" Body="&lt;p&gt;cut')
+    lines.insert(6, "stray text, not XML")
+    lines.insert(7, '  <row Id="91" PostTypeId="1" Body="&lt;p&gt;no date&lt;/p&gt;" />')
+    path.write_text("\n".join(lines) + "\n")
+    shards, docs = _range_docs(path, 200)
+    bad = {d["id"]: d["meta"]["quarantine"]["reason"] for d in docs if "quarantine" in d["meta"]}
+    assert sorted(bad.values()) == ["bad_row", "broken_row", "broken_row"], bad
+    assert "stackexchange:x:91" in bad and all(k.startswith("stackexchange:x:") for k in bad)
+    good = [d for d in docs if "quarantine" not in d["meta"]]
+    assert [d["text"] for d in good] == [d["text"] for d in se.iter_documents({"path": str(site_dir)})]
+
+
+def test_ranges_on_s3_read_only_their_bytes(site_dir: Path):
+    boto3 = pytest.importorskip("boto3")
+    moto = pytest.importorskip("moto")
+    with moto.mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket="dumps")
+        s3.upload_file(str(site_dir / "Posts.xml"), "dumps", "se/beans.stackexchange.com/Posts.xml")
+        shards, docs = _range_docs("s3://dumps/se/beans.stackexchange.com/Posts.xml", 250, region="us-east-1")
+    assert len(shards) > 2 and docs == list(se.iter_documents({"path": str(site_dir)}))
