@@ -49,8 +49,8 @@ def _parse_shard(item: Mapping[str, Any], aggregated: Mapping[str, list] | None 
 
 def run_aggregations(source_cfg: Mapping[str, Any], shards: list[dict]) -> dict[str, list]:
     """Each aggregation the source declares (Stack Exchange's answers pass), on the workers: a scan task per item
-    returning one piece per partition, a merge task per partition. Returns {key: [partition object refs]}; the
-    driver never fetches them."""
+    returning one piece per partition (module.aggregation_scan), a merge task per partition
+    (module.aggregation_merge). Returns {key: [partition object refs]}; the driver never fetches them."""
     import ray
 
     from curation import sources
@@ -59,8 +59,8 @@ def run_aggregations(source_cfg: Mapping[str, Any], shards: list[dict]) -> dict[
     out = {}
     for agg in sources.aggregations(source_cfg, shards):
         p = agg["partitions"]
-        scan = ray.remote(num_cpus=TASK_CPUS, max_retries=2)(module.scan_answers).options(num_returns=p)
-        merge = ray.remote(num_cpus=TASK_CPUS, max_retries=2)(module.merge_answers)
+        scan = ray.remote(num_cpus=TASK_CPUS, max_retries=2)(module.aggregation_scan).options(num_returns=p)
+        merge = ray.remote(num_cpus=TASK_CPUS, max_retries=2)(module.aggregation_merge)
         pieces = [scan.remote(item, p) for item in agg["items"]]
         pieces = [x if p > 1 else [x] for x in pieces]
         out[agg["key"]] = [merge.remote(*[piece[k] for piece in pieces]) for k in range(p)]
@@ -81,9 +81,10 @@ def run_ray(cfg: Mapping[str, Any]):
     from curation import sources
     from curation.pipeline import ANNOTATED_SCHEMA, BATCH_SIZE, created_range, finish, split_annotated
 
-    shards = sources.shards(sources.source_config(cfg))
+    source_cfg = sources.source_config(cfg)
+    shards = sources.shards(source_cfg)
     _echo(f"{len(shards)} shard(s) to parse")
-    aggregated = run_aggregations(sources.source_config(cfg), shards)
+    aggregated = run_aggregations(source_cfg, shards)
     items = [{"shard": json.dumps(s, default=str)} for s in shards]
     documents = ray.data.from_items(items, override_num_blocks=max(1, len(items)))
     documents = documents.flat_map(_parse_shard, fn_kwargs={"aggregated": aggregated}, num_cpus=TASK_CPUS)

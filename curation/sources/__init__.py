@@ -9,8 +9,8 @@ and may provide
                                               per task.
     aggregations(shards) -> list[dict]        keyed global inputs that some shards need before they can parse
                                               ({key, items, partitions}; a shard names its key as `site_key`): the
-                                              job runs module.scan_answers(item, partitions) per item and
-                                              module.merge_answers(*pieces) per partition on the workers, and calls
+                                              job runs module.aggregation_scan(item, partitions) per item and
+                                              module.aggregation_merge(*pieces) per partition on the workers, then
                                               iter_documents(shard, partition arrays). Stack Exchange's answers pass.
 
 `source_cfg` is the config's `source` section. The job adds two read-only keys to it (unless the section sets them):

@@ -89,8 +89,8 @@ def shards(source_cfg: Mapping[str, Any]) -> list[dict]:
 
 def aggregations(shards_: list[dict]) -> list[dict]:
     """The answers' pass of every range-split site: {key, items (the site's range shards), partitions}. The job
-    runs `scan_answers` per item and `merge_answers` per partition (se_ranges.py), and hands each range shard its
-    site's partition arrays."""
+    runs `aggregation_scan` per item and `aggregation_merge` per partition (se_ranges.py), and hands each range
+    shard its site's partition arrays."""
     from curation.sources import se_ranges
 
     by_site: dict[str, list[dict]] = {}
@@ -101,16 +101,16 @@ def aggregations(shards_: list[dict]) -> list[dict]:
             for key, items in by_site.items()]
 
 
-def scan_answers(item: Mapping[str, Any], partitions: int):
-    from curation.sources.se_ranges import scan_answers as scan
+def aggregation_scan(item: Mapping[str, Any], partitions: int):
+    from curation.sources.se_ranges import scan_answers
 
-    return scan(item, partitions)
+    return scan_answers(item, partitions)
 
 
-def merge_answers(*pieces):
-    from curation.sources.se_ranges import merge_answers as merge
+def aggregation_merge(*pieces):
+    from curation.sources.se_ranges import merge_answers
 
-    return merge(*pieces)
+    return merge_answers(*pieces)
 
 
 def site_domain(path: str, configured: str | None = None) -> str:

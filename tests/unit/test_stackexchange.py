@@ -254,8 +254,8 @@ def _range_docs(path: Path, range_bytes: int, partitions: int | None = None, **o
     merged = {}
     for agg in aggs:
         p = partitions or agg["partitions"]
-        pieces = [se.scan_answers(item, p) for item in agg["items"]]
-        merged[agg["key"]] = [se.merge_answers(*[piece[k] for piece in pieces]) for k in range(p)]
+        pieces = [se.aggregation_scan(item, p) for item in agg["items"]]
+        merged[agg["key"]] = [se.aggregation_merge(*[piece[k] for piece in pieces]) for k in range(p)]
     docs = [d for s in shards for d in se.iter_documents(s, merged.get(s.get("site_key")))]
     return shards, docs
 
