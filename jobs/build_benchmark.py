@@ -16,6 +16,7 @@ row order; the driver sorts by id before writing, which makes the data files byt
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional
@@ -82,6 +83,12 @@ def run_ray(cfg: Mapping[str, Any]):
     from curation.pipeline import ANNOTATED_SCHEMA, BATCH_SIZE, created_range, finish, split_annotated
 
     source_cfg = sources.source_config(cfg)
+    if not source_cfg.get("staging"):
+        if len([n for n in ray.nodes() if n.get("Alive")]) == 1:  # every worker sees this machine's disk
+            source_cfg["staging"] = str(Path(tempfile.gettempdir()) / "tidemark-staging")
+        else:
+            _echo("several nodes and no source.staging: a .7z dump is parsed by one task; set source.staging to an "
+                  "s3:// prefix (or a shared directory) to decompress it once and parse it in parallel")
     shards = sources.shards(source_cfg)
     _echo(f"{len(shards)} shard(s) to parse")
     aggregated = run_aggregations(source_cfg, shards)

@@ -140,6 +140,14 @@ def _quarantined(doc_id: str, reason: str, detail: str, site: str) -> Document:
                     meta={"site": site, "quarantine": {"stage": STAGE, "reason": reason, "detail": detail[:500]}})
 
 
+def broken_dump_document(path: str, domain: str, detail: str) -> Document:
+    """A site dump that could not be decompressed or parsed: one quarantine document, so the job counts it."""
+    from curation.sources.stackexchange import site_name
+
+    site = site_name(domain)
+    return _quarantined(f"stackexchange:{site}:dump", "broken_dump", f"{path}: {detail}", site)
+
+
 def iter_range_documents(shard: Mapping[str, Any], answers: AnswerLookup) -> Iterator[Document]:
     """The questions of one range (and a quarantine document per broken row), in file order."""
     from curation.sources.stackexchange import QUESTION, question_document, site_name
@@ -161,3 +169,39 @@ def iter_range_documents(shard: Mapping[str, Any], answers: AnswerLookup) -> Ite
         except (KeyError, ValueError) as exc:
             rid = row.get("Id") or f"byte{offset}"
             yield _quarantined(f"stackexchange:{site}:{rid}", "bad_row", f"{type(exc).__name__}: {exc}", site)
+
+
+# ---------------------------------------------------------------- a .7z, staged once so that it can be split
+
+def stage_archive(archive: str, staging: str, domain: str, **opts: Any) -> str:
+    """The Posts.xml of a site .7z, decompressed once (streamed) to `staging` (a directory or an s3:// prefix that
+    every worker can read) and reused while the archive is unchanged; returns its path. The `_COMPLETE` marker is
+    written last, so an interrupted extraction is redone, never half-used."""
+    import hashlib
+    import json
+    import os
+    import posixpath
+
+    from curation.sources.stackexchange import open_posts
+
+    if storage.is_s3(archive):
+        info = storage.describe(archive, **opts)  # HEAD: size and ETag
+        ident = [archive, info["bytes"], info.get("etag")]
+    else:
+        st = os.stat(archive)
+        ident = [os.path.abspath(archive), st.st_size, st.st_mtime_ns]
+    key = f"{domain}-{hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:12]}"
+    join = posixpath.join if storage.is_s3(staging) else os.path.join
+    target, marker = join(staging, key, "Posts.xml"), join(staging, key, "_COMPLETE")
+    if storage.exists(marker, **opts) and storage.exists(target, **opts):
+        return target
+    with open_posts(archive, **opts) as stream:
+        n = storage.write_stream(target, stream, **opts)
+    storage.write_stream(marker, _bytes_stream(json.dumps({"archive": ident, "bytes": n}).encode()), **opts)
+    return target
+
+
+def _bytes_stream(data: bytes):
+    import io
+
+    return io.BytesIO(data)

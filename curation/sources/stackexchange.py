@@ -8,8 +8,9 @@ Streaming, in two passes over the XML, with memory that does not grow with the t
 1. answers only: the latest answer CreationDate per question id, kept in a flat uint32 array of whole epoch
    seconds indexed by post id (4 bytes per post id: ~20 MB for a 5M-post site). A question cannot be judged
    before every answer has been seen, and answers can sit anywhere in the file, hence the first pass.
-2. questions: each <row> is parsed, turned into a Document and freed (lxml iterparse, the element and its
-   earlier siblings cleared).
+2. questions: each <row> is parsed, turned into a Document and freed (a plain Posts.xml line by line, so that a
+   broken row is quarantined alone; a .7z stream with lxml iterparse, the element and its earlier siblings
+   cleared, and a dump that fails to decompress or parse becomes one `broken_dump` quarantine document).
 A .7z is decompressed twice, streamed through a bounded queue from py7zr's writer callback (nothing is extracted
 to disk; an s3:// .7z is first copied to a temporary file because 7z needs to seek). A plain Posts.xml larger than
 `range_bytes` is instead cut into byte ranges that parse in parallel, with the answers' pass as a partitioned
@@ -27,7 +28,9 @@ Tags parse in both dump formats, `<a><b>` (older dumps) and `|a|b|` (2024 on).
 
 source_cfg keys: `path` (required), `site` (the domain, e.g. "coffee.stackexchange.com", when the path does not
 name it), `dump_date` (the dump's release date, recorded in the manifest), `requester_pays`, `endpoint_url`,
-`region` (for s3://), `range_bytes` (the byte-range size for parallel parsing; default 64 MiB).
+`region` (for s3://), `range_bytes` (the byte-range size for parallel parsing; default 64 MiB), `staging` (a
+directory or s3:// prefix every worker can read: a .7z is decompressed there once, then split into ranges; the Ray
+job sets a local one on a single-node cluster).
 """
 from __future__ import annotations
 
@@ -75,15 +78,24 @@ def shards(source_cfg: Mapping[str, Any]) -> list[dict]:
 
     opts = storage.s3_options(source_cfg)
     range_bytes = int(source_cfg.get("range_bytes") or se_ranges.RANGE_BYTES)
+    staging = source_cfg.get("staging")
     out = []
     for f in site_files(source_cfg["path"], **opts):
-        ranges = se_ranges.byte_ranges(storage.file_size(f, **opts), range_bytes) \
-            if f.lower().endswith(".xml") else [None]
-        if len(ranges) == 1:
+        domain = site_domain(f, source_cfg.get("site"))
+        xml = f
+        if f.lower().endswith(".7z") and staging:  # decompressed once, then split like a plain Posts.xml
+            try:
+                xml = se_ranges.stage_archive(f, staging, domain, **opts)
+            except Exception as exc:  # noqa: BLE001 - a truncated or corrupt archive: one quarantine document
+                out.append({**source_cfg, "path": f, "site": domain,
+                            "broken_dump": f"{type(exc).__name__}: {exc}"[:500]})
+                continue
+        ranges = se_ranges.byte_ranges(storage.file_size(xml, **opts), range_bytes) \
+            if xml.lower().endswith(".xml") else [None]
+        if len(ranges) == 1 and xml == f:
             out.append({**source_cfg, "path": f})
             continue
-        domain = site_domain(f, source_cfg.get("site"))
-        out += [{**source_cfg, "path": f, "site": domain, "byte_range": r, "site_key": f} for r in ranges]
+        out += [{**source_cfg, "path": xml, "site": domain, "byte_range": r, "site_key": xml} for r in ranges]
     return out
 
 
@@ -391,9 +403,20 @@ def question_document(row: Mapping[str, str], domain: str, last_answer: datetime
 
 def iter_site(path: str, domain: str | None = None, **opts: Any) -> Iterator[Document]:
     """Every question of one site file, in file order."""
+    from curation.sources import se_ranges
+
     domain = site_domain(path, domain)
-    with open_posts(path, **opts) as stream:
-        latest = latest_answer_times(iter_post_rows(stream))
+    if not path.lower().endswith(".7z"):  # a plain Posts.xml: line by line, so a broken row costs only itself
+        whole = {**opts, "path": path, "site": domain, "byte_range": [0, storage.file_size(path, **opts)]}
+        lookup = se_ranges.AnswerLookup([se_ranges.merge_answers(*se_ranges.scan_answers(whole, 1))])
+        yield from se_ranges.iter_range_documents(whole, lookup)
+        return
+    try:  # the first pass reads the whole file: a truncated or corrupt dump fails here, before any document
+        with open_posts(path, **opts) as stream:
+            latest = latest_answer_times(iter_post_rows(stream))
+    except Exception as exc:  # noqa: BLE001 - py7zr, lzma and lxml raise their own types
+        yield se_ranges.broken_dump_document(path, domain, f"{type(exc).__name__}: {exc}"[:500])
+        return
     with open_posts(path, **opts) as stream:
         for row in iter_post_rows(stream):
             if row.get("PostTypeId") == QUESTION:
@@ -406,6 +429,9 @@ def iter_documents(source_cfg: Mapping[str, Any], aggregated=None) -> Iterator[D
     from curation.sources import se_ranges
 
     opts = storage.s3_options(source_cfg)
+    if source_cfg.get("broken_dump"):
+        yield se_ranges.broken_dump_document(source_cfg["path"], source_cfg["site"], source_cfg["broken_dump"])
+        return
     if "byte_range" in source_cfg:
         if aggregated is None:
             whole = {**source_cfg, "byte_range": [0, storage.file_size(source_cfg["path"], **opts)]}

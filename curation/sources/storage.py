@@ -153,6 +153,53 @@ def local_path(path: str, **opts: Any) -> Iterator[str]:
         yield target
 
 
+def exists(path: str, **opts: Any) -> bool:
+    if is_s3(path):
+        from botocore.exceptions import ClientError
+
+        bucket, key = split_s3(path)
+        try:
+            _client(opts).head_object(Bucket=bucket, Key=key, **_payer(opts))
+            return True
+        except ClientError:
+            return False
+    return os.path.exists(path)
+
+
+def write_stream(path: str, stream: BinaryIO, **opts: Any) -> int:
+    """Copy a stream to `path` whole or not at all (local: a temporary name, then a rename; S3: a multipart upload
+    that completes only at the end). Returns the bytes written."""
+    if is_s3(path):
+        bucket, key = split_s3(path)
+        counter = _CountingReader(stream)
+        _client(opts).upload_fileobj(counter, bucket, key, ExtraArgs=_payer(opts))
+        return counter.n
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.partial-{os.getpid()}"
+    try:
+        with open(tmp, "wb") as dst:
+            shutil.copyfileobj(stream, dst, CHUNK)
+            n = dst.tell()
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return n
+
+
+class _CountingReader(io.RawIOBase):
+    def __init__(self, stream: BinaryIO):
+        self.stream, self.n = stream, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.stream.read(size)
+        self.n += len(data)
+        return data
+
+
 def describe(path: str, **opts: Any) -> dict:
     if is_s3(path):
         bucket, key = split_s3(path)

@@ -311,3 +311,55 @@ def test_ranges_on_s3_read_only_their_bytes(site_dir: Path):
         s3.upload_file(str(site_dir / "Posts.xml"), "dumps", "se/beans.stackexchange.com/Posts.xml")
         shards, docs = _range_docs("s3://dumps/se/beans.stackexchange.com/Posts.xml", 250, region="us-east-1")
     assert len(shards) > 2 and docs == list(se.iter_documents({"path": str(site_dir)}))
+
+
+def test_a_7z_is_staged_once_then_split_into_ranges(site_dir: Path, tmp_path: Path, monkeypatch):
+    archive = make_7z(site_dir / "Posts.xml", tmp_path / "beans.stackexchange.com.7z")
+    staging = tmp_path / "staging"
+    cfg = {"path": str(archive), "range_bytes": 300, "staging": str(staging)}
+    shards, docs = _range_docs(archive, 300, staging=str(staging))
+    assert len(shards) > 2 and all(s["site"] == "beans.stackexchange.com" for s in shards)
+    assert docs == list(se.iter_documents({"path": str(site_dir)}))  # ids name the site of the archive
+    staged = list(staging.rglob("Posts.xml"))
+    assert len(staged) == 1 and staged[0].read_bytes() == (site_dir / "Posts.xml").read_bytes()
+    from curation.sources import stackexchange
+
+    def no_second_extraction(*a, **k):
+        raise AssertionError("the staged copy should be reused")
+
+    monkeypatch.setattr(stackexchange, "open_posts", no_second_extraction)
+    assert se.shards(cfg) == shards
+
+
+def test_a_truncated_7z_is_one_quarantine_document(site_dir: Path, tmp_path: Path):
+    archive = make_7z(site_dir / "Posts.xml", tmp_path / "cups.stackexchange.com.7z")
+    archive.write_bytes(archive.read_bytes()[: archive.stat().st_size // 2])
+    shards = se.shards({"path": str(archive), "staging": str(tmp_path / "staging")})
+    docs = [d for s in shards for d in se.iter_documents(s)]
+    assert len(docs) == 1 and docs[0]["id"] == "stackexchange:cups:dump"
+    assert docs[0]["meta"]["quarantine"]["reason"] == "broken_dump"
+    assert not list((tmp_path / "staging").rglob("_COMPLETE"))  # nothing half-written is taken for complete
+
+
+def test_a_truncated_7z_streamed_whole_is_one_quarantine_document_too(site_dir: Path, tmp_path: Path):
+    archive = make_7z(site_dir / "Posts.xml", tmp_path / "cups.stackexchange.com.7z")
+    archive.write_bytes(archive.read_bytes()[: archive.stat().st_size // 2])
+    docs = list(se.iter_documents({"path": str(archive)}))
+    assert [(d["id"], d["meta"]["quarantine"]["reason"]) for d in docs] == [("stackexchange:cups:dump",
+                                                                             "broken_dump")]
+
+
+def test_a_7z_staged_to_s3_parses_in_ranges_from_there(site_dir: Path, tmp_path: Path):
+    boto3 = pytest.importorskip("boto3")
+    moto = pytest.importorskip("moto")
+    archive = make_7z(site_dir / "Posts.xml", tmp_path / "beans.stackexchange.com.7z")
+    with moto.mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket="stage")
+        shards, docs = _range_docs(archive, 250, staging="s3://stage/se", region="us-east-1")
+        keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket="stage")["Contents"])
+        staged = s3.get_object(Bucket="stage", Key=keys[0])["Body"].read()
+    assert len(shards) > 2 and all(s["path"].startswith("s3://stage/se/beans.stackexchange.com-") for s in shards)
+    assert [k.rsplit("/", 1)[-1] for k in keys] == ["Posts.xml", "_COMPLETE"]
+    assert staged == (site_dir / "Posts.xml").read_bytes()
+    assert docs == list(se.iter_documents({"path": str(site_dir)}))
