@@ -145,6 +145,8 @@ def main(argv=None) -> int:
                          "build: `tidemark build-benchmark` (StackMIA) on a dump of id-shifted copies of the real "
                          "coffee site (scale_build.json/png; --sizes counts posts)")
     ap.add_argument("--doc-words", type=int, default=1000, help="doc-mia: words per document")
+    ap.add_argument("--archive", action="store_true", help="build: the dump as a site .7z (LZMA2, preset 1) instead "
+                                                           "of a plain Posts.xml (results in scale_build_7z.*)")
     args = ap.parse_args(argv)
     if args.job == "audit":
         return main_audit(args)
@@ -258,10 +260,18 @@ def main_build(args) -> int:
     for n in [int(x) for x in args.sizes.split(",") if x]:
         dump = shifted_dump(coffee, work / f"dump-{n}" / "coffee.stackexchange.com" / "Posts.xml", n)
         posts = sum(1 for line in open(dump, "rb") if line.lstrip().startswith(b"<row"))
-        log(f"build-benchmark on {posts} posts ({dump.stat().st_size / 1e6:.0f} MB) ...")
+        source = dump.parent
+        if args.archive:
+            import py7zr
+
+            source = work / f"dump-{n}" / "coffee.stackexchange.com.7z"
+            with py7zr.SevenZipFile(source, "w", filters=[{"id": py7zr.FILTER_LZMA2, "preset": 1}]) as z:
+                z.write(dump, "Posts.xml")
+            shutil.rmtree(dump.parent)
+        log(f"build-benchmark on {posts} posts ({Path(source).stat().st_size / 1e6 if args.archive else dump.stat().st_size / 1e6:.0f} MB{' .7z' if args.archive else ''}) ...")
         out = work / f"out-{n}"
         res = run_job(["build-benchmark", "--config", str(ROOT / "jobs" / "configs" / "stackmia.yaml"),
-                       "--set", f"source.path={dump.parent}", "--set", "cutoffs.member_before=2015-02-01",
+                       "--set", f"source.path={source}", "--set", "cutoffs.member_before=2015-02-01",
                        "--set", "cutoffs.nonmember_after=2015-03-01", "--out", str(out)], out, "manifest.json",
                       quiet=False)
         res["posts"] = posts
@@ -269,9 +279,11 @@ def main_build(args) -> int:
         runs[posts] = res
         log(f"  {res['wall_s']} s ({res['rows_per_s']} posts/s), driver peak {res['driver_peak_mb']} MB, "
             f"workers {res['workers_peak_mb']} MB")
-    return write_job_runs(args, work, "build", runs, "post", "Stack Exchange posts in the dump",
+    return write_job_runs(args, work, "build_7z" if args.archive else "build", runs, "post",
+                          "Stack Exchange posts in the dump",
                           "tidemark build-benchmark (StackMIA config) as a subprocess on id-shifted copies of the "
-                          "real coffee.stackexchange.com Posts.xml")
+                          "real coffee.stackexchange.com Posts.xml" + (", as a site .7z (LZMA2 preset 1)"
+                                                                       if args.archive else ""))
 
 
 def write_job_runs(args, work: Path, job: str, runs: dict, unit: str, axis: str, what: str) -> int:
@@ -334,7 +346,7 @@ def plot(runs: dict, path: Path, what: str = "benchmark rows") -> None:
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
     for label, r in runs.items():
         ns = sorted(r)
-        name = label if label in ("audit", "doc-mia", "build") else f"--methods {label}"
+        name = label if label in ("audit", "doc-mia", "build", "build_7z") else f"--methods {label}"
         a.plot(ns, [r[n]["driver_peak_mb"] for n in ns], "o-", label=f"driver, {name}")
         a.plot(ns, [r[n]["workers_peak_mb"] for n in ns], "s--", label=f"Ray workers, {name}")
         b.plot(ns, [r[n]["rows_per_s"] for n in ns], "o-", label=name)

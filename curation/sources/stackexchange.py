@@ -120,9 +120,11 @@ def aggregation_scan(item: Mapping[str, Any], partitions: int):
 
 
 def aggregation_merge(*pieces):
+    """One partition's pieces; with one partition a scan's result is its whole list of one array (Ray returns
+    the value itself when num_returns is 1), hence the flattening."""
     from curation.sources.se_ranges import merge_answers
 
-    return merge_answers(*pieces)
+    return merge_answers(*[a for piece in pieces for a in (piece if isinstance(piece, (list, tuple)) else [piece])])
 
 
 def site_domain(path: str, configured: str | None = None) -> str:

@@ -186,10 +186,12 @@ def test_a_dump_parsed_in_byte_ranges_gives_the_same_release(release: Path, coff
     assert manifest_of(tmp_path / "ranges")["counts"] == manifest_of(release)["counts"]
 
 
+@pytest.mark.parametrize("range_bytes,ranges", [(200_000, 4), (10_000_000, 1)])
 def test_a_7z_dump_is_staged_then_parsed_in_ranges_with_the_same_release(release: Path, coffee_dir: Path,
-                                                                           tmp_path: Path):
+                                                                           tmp_path: Path, range_bytes, ranges):
     """A site .7z on a single-node cluster is decompressed once into source.staging, then split and parsed in
-    parallel like a plain Posts.xml: the same bytes as the release built from the directory."""
+    parallel like a plain Posts.xml (or as one range, one partition): the same bytes as the release built from the
+    directory."""
     import py7zr
 
     archive = tmp_path / "dumps" / "coffee.stackexchange.com.7z"
@@ -197,12 +199,12 @@ def test_a_7z_dump_is_staged_then_parsed_in_ranges_with_the_same_release(release
     with py7zr.SevenZipFile(archive, "w") as z:
         z.write(coffee_dir / "Posts.xml", "Posts.xml")
     args = ["build-benchmark", "--config", str(STACKMIA), "--set", f"source.path={archive}",
-            "--set", "source.range_bytes=200000", "--set", f"source.staging={tmp_path / 'staging'}"]
+            "--set", f"source.range_bytes={range_bytes}", "--set", f"source.staging={tmp_path / 'staging'}"]
     for item in WINDOW:
         args += ["--set", item]
     result = CliRunner().invoke(cli_app(), args + ["--out", str(tmp_path / "from7z")])
     assert result.exit_code == 0, result.output
-    assert "answers pass: 4 range(s)" in result.output
+    assert f"answers pass: {ranges} range(s)" in result.output
     assert len(list((tmp_path / "staging").rglob("_COMPLETE"))) == 1
     for f in sorted(p.name for p in (release / "data").iterdir()):
         assert (tmp_path / "from7z" / "data" / f).read_bytes() == (release / "data" / f).read_bytes(), f
