@@ -89,7 +89,8 @@ def run_ray(cfg: Mapping[str, Any]):
         else:
             _echo("several nodes and no source.staging: a .7z dump is parsed by one task; set source.staging to an "
                   "s3:// prefix (or a shared directory) to decompress it once and parse it in parallel")
-    shards = sources.shards(source_cfg)
+    # Planning runs as a task: staging a .7z decompresses the whole dump, which is a worker's job, not the driver's.
+    shards = ray.get(ray.remote(num_cpus=TASK_CPUS, max_retries=1)(sources.shards).remote(source_cfg))
     _echo(f"{len(shards)} shard(s) to parse")
     aggregated = run_aggregations(source_cfg, shards)
     items = [{"shard": json.dumps(s, default=str)} for s in shards]
