@@ -302,14 +302,10 @@ def test_broken_and_foreign_lines_in_a_range_are_quarantined(site_dir: Path, tmp
     assert [d["text"] for d in good] == [d["text"] for d in se.iter_documents({"path": str(site_dir)})]
 
 
-def test_ranges_on_s3_read_only_their_bytes(site_dir: Path):
-    boto3 = pytest.importorskip("boto3")
-    moto = pytest.importorskip("moto")
-    with moto.mock_aws():
-        s3 = boto3.client("s3", region_name="us-east-1")
-        s3.create_bucket(Bucket="dumps")
-        s3.upload_file(str(site_dir / "Posts.xml"), "dumps", "se/beans.stackexchange.com/Posts.xml")
-        shards, docs = _range_docs("s3://dumps/se/beans.stackexchange.com/Posts.xml", 250, region="us-east-1")
+def test_ranges_on_s3_read_only_their_bytes(site_dir: Path, moto_s3):
+    s3 = moto_s3("dumps")
+    s3.upload_file(str(site_dir / "Posts.xml"), "dumps", "se/beans.stackexchange.com/Posts.xml")
+    shards, docs = _range_docs("s3://dumps/se/beans.stackexchange.com/Posts.xml", 250, region="us-east-1")
     assert len(shards) > 2 and docs == list(se.iter_documents({"path": str(site_dir)}))
 
 
@@ -349,16 +345,12 @@ def test_a_truncated_7z_streamed_whole_is_one_quarantine_document_too(site_dir: 
                                                                              "broken_dump")]
 
 
-def test_a_7z_staged_to_s3_parses_in_ranges_from_there(site_dir: Path, tmp_path: Path):
-    boto3 = pytest.importorskip("boto3")
-    moto = pytest.importorskip("moto")
+def test_a_7z_staged_to_s3_parses_in_ranges_from_there(site_dir: Path, tmp_path: Path, moto_s3):
     archive = make_7z(site_dir / "Posts.xml", tmp_path / "beans.stackexchange.com.7z")
-    with moto.mock_aws():
-        s3 = boto3.client("s3", region_name="us-east-1")
-        s3.create_bucket(Bucket="stage")
-        shards, docs = _range_docs(archive, 250, staging="s3://stage/se", region="us-east-1")
-        keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket="stage")["Contents"])
-        staged = s3.get_object(Bucket="stage", Key=keys[0])["Body"].read()
+    s3 = moto_s3("stage")
+    shards, docs = _range_docs(archive, 250, staging="s3://stage/se", region="us-east-1")
+    keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket="stage")["Contents"])
+    staged = s3.get_object(Bucket="stage", Key=keys[0])["Body"].read()
     assert len(shards) > 2 and all(s["path"].startswith("s3://stage/se/beans.stackexchange.com-") for s in shards)
     assert [k.rsplit("/", 1)[-1] for k in keys] == ["Posts.xml", "_COMPLETE"]
     assert staged == (site_dir / "Posts.xml").read_bytes()
