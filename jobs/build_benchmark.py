@@ -76,19 +76,36 @@ def _annotate_batch(batch, cfg_json: str):
 
 
 def run_ray(cfg: Mapping[str, Any]):
+    import shutil
+
+    import ray
+
+    from curation import sources
+
+    source_cfg = sources.source_config(cfg)
+    own_staging = None
+    if not source_cfg.get("staging"):
+        if len([n for n in ray.nodes() if n.get("Alive")]) == 1:  # every worker sees this machine's disk
+            # This run's own area, removed when the run ends: a staged dump can be as large as the XML inside it.
+            # Set source.staging to keep (and reuse) staged copies across runs.
+            own_staging = source_cfg["staging"] = tempfile.mkdtemp(prefix="tidemark-staging-")
+        else:
+            _echo("several nodes and no source.staging: a .7z dump is parsed by one task; set source.staging to an "
+                  "s3:// prefix (or a shared directory) to decompress it once and parse it in parallel")
+    try:
+        return _run_ray(cfg, source_cfg)
+    finally:
+        if own_staging:
+            shutil.rmtree(own_staging, ignore_errors=True)
+
+
+def _run_ray(cfg: Mapping[str, Any], source_cfg: dict):
     import pyarrow as pa
     import ray
 
     from curation import sources
     from curation.pipeline import ANNOTATED_SCHEMA, BATCH_SIZE, created_range, finish, split_annotated
 
-    source_cfg = sources.source_config(cfg)
-    if not source_cfg.get("staging"):
-        if len([n for n in ray.nodes() if n.get("Alive")]) == 1:  # every worker sees this machine's disk
-            source_cfg["staging"] = str(Path(tempfile.gettempdir()) / "tidemark-staging")
-        else:
-            _echo("several nodes and no source.staging: a .7z dump is parsed by one task; set source.staging to an "
-                  "s3:// prefix (or a shared directory) to decompress it once and parse it in parallel")
     # Planning runs as a task: staging a .7z decompresses the whole dump, which is a worker's job, not the driver's.
     shards = ray.get(ray.remote(num_cpus=TASK_CPUS, max_retries=1)(sources.shards).remote(source_cfg))
     _echo(f"{len(shards)} shard(s) to parse")

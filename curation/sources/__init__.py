@@ -16,8 +16,8 @@ and may provide
 `source_cfg` is the config's `source` section. The job adds two read-only keys to it (unless the section sets them):
 `cutoffs` (the config's `cutoffs` section) and `member_cutoff` (= cutoffs.member_before), so that an API source can
 narrow its queries or fetch text as of the member cutoff when the window moves with `--set cutoffs.*`.
-The Ray job also sets `staging` (unless the section does) to a local directory on a single-node cluster: where a
-source may decompress an archive once so that it can be split (Stack Exchange's .7z).
+The Ray job also sets `staging` (unless the section does) to a temporary directory of the run on a single-node
+cluster: where a source may decompress an archive once so that it can be split (Stack Exchange's .7z).
 
 A source that rejects an item itself yields a *quarantine document*: empty text and
 `meta["quarantine"] = {"stage": ..., "reason": ..., "detail": ...}`. The job excludes it with that reason, so every

@@ -30,7 +30,7 @@ source_cfg keys: `path` (required), `site` (the domain, e.g. "coffee.stackexchan
 name it), `dump_date` (the dump's release date, recorded in the manifest), `requester_pays`, `endpoint_url`,
 `region` (for s3://), `range_bytes` (the byte-range size for parallel parsing; default 64 MiB), `staging` (a
 directory or s3:// prefix every worker can read: a .7z is decompressed there once, then split into ranges; the Ray
-job sets a local one on a single-node cluster).
+job uses a temporary one of the run on a single-node cluster).
 """
 from __future__ import annotations
 

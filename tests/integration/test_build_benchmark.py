@@ -209,3 +209,24 @@ def test_a_7z_dump_is_staged_then_parsed_in_ranges_with_the_same_release(release
     for f in sorted(p.name for p in (release / "data").iterdir()):
         assert (tmp_path / "from7z" / "data" / f).read_bytes() == (release / "data" / f).read_bytes(), f
     assert manifest_of(tmp_path / "from7z")["counts"] == manifest_of(release)["counts"]
+
+
+def test_without_source_staging_a_7z_is_staged_in_a_temporary_area_that_is_removed(release: Path, coffee_dir: Path,
+                                                                                    tmp_path: Path):
+    import tempfile
+
+    import py7zr
+
+    archive = tmp_path / "coffee.stackexchange.com.7z"
+    with py7zr.SevenZipFile(archive, "w") as z:
+        z.write(coffee_dir / "Posts.xml", "Posts.xml")
+    before = set(Path(tempfile.gettempdir()).glob("tidemark-staging-*"))
+    args = ["build-benchmark", "--config", str(STACKMIA), "--set", f"source.path={archive}",
+            "--set", "source.range_bytes=300000"]
+    for item in WINDOW:
+        args += ["--set", item]
+    result = CliRunner().invoke(cli_app(), args + ["--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert "answers pass: 3 range(s)" in result.output
+    assert set(Path(tempfile.gettempdir()).glob("tidemark-staging-*")) == before
+    assert manifest_of(tmp_path / "out")["counts"] == manifest_of(release)["counts"]
