@@ -169,21 +169,39 @@ def test_debiased_mode_records_blind_auc_before_and_after(coffee_dir: Path, tmp_
     assert sum(e["stage"] == "debias" for e in excluded) == dropped
 
 
+def build_with(out: Path, *sets: str):
+    """`build-benchmark` through the CLI with the StackMIA config, coffee's window and `sets`; returns its output."""
+    args = ["build-benchmark", "--config", str(STACKMIA)]
+    for item in (*sets, *WINDOW):
+        args += ["--set", item]
+    result = CliRunner().invoke(cli_app(), args + ["--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def assert_same_release(out: Path, release: Path) -> None:
+    data = sorted(p.name for p in (release / "data").iterdir())
+    assert data == sorted(p.name for p in (out / "data").iterdir())
+    for f in data:
+        assert (out / "data" / f).read_bytes() == (release / "data" / f).read_bytes(), f
+    assert manifest_of(out)["counts"] == manifest_of(release)["counts"]
+
+
+def coffee_7z(coffee_dir: Path, archive: Path) -> Path:
+    import py7zr
+
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    with py7zr.SevenZipFile(archive, "w") as z:
+        z.write(coffee_dir / "Posts.xml", "Posts.xml")
+    return archive
+
+
 def test_a_dump_parsed_in_byte_ranges_gives_the_same_release(release: Path, coffee_dir: Path, tmp_path: Path):
     """The coffee Posts.xml (741 KB) cut into 100 kB ranges: 8 parse tasks and the answers pass as a partitioned
     aggregation on Ray give byte-identical data files and the same counts as one task per site."""
-    args = ["build-benchmark", "--config", str(STACKMIA), "--set", f"source.path={coffee_dir}",
-            "--set", "source.range_bytes=100000"]
-    for item in WINDOW:
-        args += ["--set", item]
-    result = CliRunner().invoke(cli_app(), args + ["--out", str(tmp_path / "ranges")])
-    assert result.exit_code == 0, result.output
-    assert "answers pass: 8 range(s)" in result.output
-    data = sorted(p.name for p in (release / "data").iterdir())
-    assert data == sorted(p.name for p in (tmp_path / "ranges" / "data").iterdir())
-    for f in data:
-        assert (tmp_path / "ranges" / "data" / f).read_bytes() == (release / "data" / f).read_bytes(), f
-    assert manifest_of(tmp_path / "ranges")["counts"] == manifest_of(release)["counts"]
+    output = build_with(tmp_path / "ranges", f"source.path={coffee_dir}", "source.range_bytes=100000")
+    assert "answers pass: 8 range(s)" in output
+    assert_same_release(tmp_path / "ranges", release)
 
 
 @pytest.mark.parametrize("range_bytes,ranges", [(200_000, 4), (10_000_000, 1)])
@@ -192,41 +210,21 @@ def test_a_7z_dump_is_staged_then_parsed_in_ranges_with_the_same_release(release
     """A site .7z on a single-node cluster is decompressed once into source.staging, then split and parsed in
     parallel like a plain Posts.xml (or as one range, one partition): the same bytes as the release built from the
     directory."""
-    import py7zr
-
-    archive = tmp_path / "dumps" / "coffee.stackexchange.com.7z"
-    archive.parent.mkdir()
-    with py7zr.SevenZipFile(archive, "w") as z:
-        z.write(coffee_dir / "Posts.xml", "Posts.xml")
-    args = ["build-benchmark", "--config", str(STACKMIA), "--set", f"source.path={archive}",
-            "--set", f"source.range_bytes={range_bytes}", "--set", f"source.staging={tmp_path / 'staging'}"]
-    for item in WINDOW:
-        args += ["--set", item]
-    result = CliRunner().invoke(cli_app(), args + ["--out", str(tmp_path / "from7z")])
-    assert result.exit_code == 0, result.output
-    assert f"answers pass: {ranges} range(s)" in result.output
+    archive = coffee_7z(coffee_dir, tmp_path / "dumps" / "coffee.stackexchange.com.7z")
+    output = build_with(tmp_path / "from7z", f"source.path={archive}", f"source.range_bytes={range_bytes}",
+                        f"source.staging={tmp_path / 'staging'}")
+    assert f"answers pass: {ranges} range(s)" in output
     assert len(list((tmp_path / "staging").rglob("_COMPLETE"))) == 1
-    for f in sorted(p.name for p in (release / "data").iterdir()):
-        assert (tmp_path / "from7z" / "data" / f).read_bytes() == (release / "data" / f).read_bytes(), f
-    assert manifest_of(tmp_path / "from7z")["counts"] == manifest_of(release)["counts"]
+    assert_same_release(tmp_path / "from7z", release)
 
 
 def test_without_source_staging_a_7z_is_staged_in_a_temporary_area_that_is_removed(release: Path, coffee_dir: Path,
                                                                                     tmp_path: Path):
     import tempfile
 
-    import py7zr
-
-    archive = tmp_path / "coffee.stackexchange.com.7z"
-    with py7zr.SevenZipFile(archive, "w") as z:
-        z.write(coffee_dir / "Posts.xml", "Posts.xml")
+    archive = coffee_7z(coffee_dir, tmp_path / "coffee.stackexchange.com.7z")
     before = set(Path(tempfile.gettempdir()).glob("tidemark-staging-*"))
-    args = ["build-benchmark", "--config", str(STACKMIA), "--set", f"source.path={archive}",
-            "--set", "source.range_bytes=300000"]
-    for item in WINDOW:
-        args += ["--set", item]
-    result = CliRunner().invoke(cli_app(), args + ["--out", str(tmp_path / "out")])
-    assert result.exit_code == 0, result.output
-    assert "answers pass: 3 range(s)" in result.output
+    output = build_with(tmp_path / "out", f"source.path={archive}", "source.range_bytes=300000")
+    assert "answers pass: 3 range(s)" in output
     assert set(Path(tempfile.gettempdir()).glob("tidemark-staging-*")) == before
-    assert manifest_of(tmp_path / "out")["counts"] == manifest_of(release)["counts"]
+    assert_same_release(tmp_path / "out", release)
