@@ -21,7 +21,7 @@ from typing import Iterator, Sequence
 
 import pyarrow as pa
 
-from jobs.ledger import quarantine_table
+from jobs.ledger import quarantine_table, reason_counts
 
 ROLE_CODE = {"target": "t", "calibration": "c"}
 ROLE_OF_CODE = {v: k for k, v in ROLE_CODE.items()}
@@ -135,27 +135,21 @@ def stage_task(task: dict, dest: str, ngram_index=None) -> dict:
     out.write_parquet(f"_staging/docs/{role}-{k:05d}.parquet", pa.Table.from_pylist(docs, schema=DOC_META_SCHEMA))
     q = [dict(b, role=role, unit="document") for b in bad]
     out.write_parquet(f"_staging/quarantine/{role}-{k:05d}.parquet", quarantine_table(q, context=("role", "unit")))
-    reasons: dict[str, int] = {}
-    for b in bad:
-        reasons[b["reason"]] = reasons.get(b["reason"], 0) + 1
+    reasons = reason_counts(bad)
     return {"role": role, "task": k, "documents_in": n_docs + len(bad), "documents_ok": n_docs,
             "documents_quarantined": len(bad), "reasons": reasons, "snippets": n_snippets, "files": written}
 
 
+def _stage(shared: dict, task: dict) -> dict:
+    return stage_task(task, shared["dest"], shared["ngram_index"])
+
+
 def run_staging(tasks: Sequence[dict], dest: str, ngram_index=None, progress: bool = True) -> list[dict]:
     """Every task as a Ray task (the reference n-gram index, if any, travels once through the object store)."""
-    import ray
-    from tqdm import tqdm
+    from jobs.task_map import ray_task_map
 
-    remote = ray.remote(num_cpus=0.5, max_retries=2)(stage_task)
-    index_ref = ray.put(ngram_index) if ngram_index is not None else None
-    pending = [remote.remote(t, dest, index_ref) for t in tasks]
-    done = []
-    with tqdm(total=len(pending), desc="snippets (staging)", disable=not progress) as bar:
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
-            done += ray.get(ready)
-            bar.update(len(ready))
+    done = list(ray_task_map(_stage, [{"task": t} for t in tasks], {"dest": dest, "ngram_index": ngram_index},
+                             desc="snippets (staging)", progress=progress, num_cpus=0.5))
     return sorted(done, key=lambda s: (s["role"], s["task"]))
 
 

@@ -110,23 +110,14 @@ def score_document_parts(cfg: DocMiaConfig, dest, contexts: list[int], with_gp: 
 
 
 def ray_mapper(progress: bool):
-    """jobs/doc_mia_grid.py's per-part calls as Ray tasks (shared arguments put in the object store once)."""
+    """jobs/doc_mia_grid.py's per-part calls as Ray tasks (jobs/task_map.py)."""
     def run(fn, calls, shared):
-        from tqdm import tqdm
-
         from jobs.evaluate import _ensure_ray
+        from jobs.task_map import ray_task_map
 
-        ray = _ensure_ray()
-
-        remote = ray.remote(num_cpus=1, max_retries=2)(fn)
-        shared_ref = ray.put(shared)
-        pending = [remote.remote(shared_ref, **c) for c in calls]
+        _ensure_ray()
         desc = f"grid: {shared.get('kind', 'reference sums')} (parts)"
-        with tqdm(total=len(pending), desc=desc, disable=not progress) as bar:
-            while pending:
-                ready, pending = ray.wait(pending, num_returns=1)
-                yield from ray.get(ready)
-                bar.update(len(ready))
+        yield from ray_task_map(fn, calls, shared, desc=desc, progress=progress)
     return run
 
 

@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
-from jobs.ledger import quarantine_record, quarantine_table
+from jobs.ledger import quarantine_record, quarantine_table, reason_counts
 from jobs.scoring_pool import ScoringSpec, _ipc, _unipc
 
 DOC_PART_DIRS = ("doc_stats.parquet", "documents.parquet", "quarantine.parquet")
@@ -162,9 +162,7 @@ class ScoreDocuments:
                  "documents": self.dest.write_parquet(f"documents.parquet/{name}",
                                                       pa.Table.from_pylist(keep_docs, schema=DOCUMENTS_SCHEMA)),
                  "quarantine": self.dest.write_parquet(f"quarantine.parquet/{name}", quarantine_table(quarantined))}
-        reasons: dict[str, int] = {}
-        for q in quarantined:
-            reasons[q["reason"]] = reasons.get(q["reason"], 0) + 1
+        reasons = reason_counts(quarantined)
         vocab = max([max(r["token_ids"], default=-1) + 1 for r in keep_stats] +
                     [len(r["p_sum"]) for r in keep_stats if r["p_sum"] is not None] + [0])
         summary = {"index": index, "how": "streamed", "rows_in": len(keep_docs) + len(quarantined),

@@ -31,6 +31,11 @@ def quarantine_table(records: Iterable[Mapping], context: tuple[str, ...] = ()) 
     return pa.Table.from_pylist([{f: r.get(f) for f in schema.names} for r in records], schema=schema)
 
 
+def reason_counts(records: Iterable[Mapping]) -> dict[str, int]:
+    """How many quarantine records there are per reason (what a part's summary and a Ledger carry)."""
+    return dict(Counter(r["reason"] for r in records))
+
+
 class Ledger:
     """Counts of one job: rows in, rows out (scored / kept), quarantined rows by reason. Additive, so per-part
     ledgers computed on workers sum to the job's on the driver without moving any row."""

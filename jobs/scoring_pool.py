@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
@@ -173,9 +174,7 @@ class PartFinisher:
         files = {"token_stats": self.dest.write_parquet(f"token_stats.parquet/{name}", ts),
                  "scores": self.dest.write_parquet(f"scores.parquet/{name}", scores),
                  "quarantine": self.dest.write_parquet(f"quarantine.parquet/{name}", q)}
-        reasons: dict[str, int] = {}
-        for r in q.column("reason").to_pylist():
-            reasons[r] = reasons.get(r, 0) + 1
+        reasons = dict(Counter(q.column("reason").to_pylist()))
         return {"index": index, "how": how, "rows_in": rows.num_rows + quarantined.num_rows, "scored": len(good),
                 "quarantined": q.num_rows, "reasons": reasons, "token_rows": ts.num_rows,
                 "worker_failed": sum(1 for e in failed.values() if e.startswith(WORKER_FAILED)),
