@@ -42,7 +42,7 @@ from curation.shift_audit import (
     top_features,
 )
 
-REASONS = ("debias_length_match", "debias_unpaired", "debias_confident")
+REASONS = ("debias_length_match", "debias_unpaired", "debias_confident", "debias_over_cap")
 _SENTINEL = "\x00"
 
 
@@ -415,14 +415,17 @@ DEBIAS_DEFAULTS: dict[str, Any] = {
     "enabled": False, "target_auc": 0.60, "mask_dates": "auto", "date_mode": "remove", "match_length": "auto",
     "length_bins": 20, "match_topics": "auto", "topic_min_similarity": 0.0, "drop_confident": True,
     "step_frac": 0.05, "max_drop_frac": 0.5, "min_bucket_n": 50, "min_per_class": 10, "max_rounds": 40,
-    "n_folds": 5, "n_bootstrap": 1000, "group_prefix_words": 32,
+    "n_folds": 5, "n_bootstrap": 1000, "group_prefix_words": 32, "max_rows": 50_000,
 }
 
 
-def debias_for_release(rows: list[dict], cfg: dict[str, Any]) -> tuple[list[dict], list[dict], dict] | None:
-    """build-benchmark's debiased mode: None unless cfg["debias"]["enabled"]; else `debias_rows` with the
-    section's options, the cutoff year from cfg["cutoffs"]["nonmember_after"] and the seed from cfg["seed"].
-    The report is JSON-safe, for manifest["debias"]."""
+def debias_release(rows: list[dict], cfg: dict[str, Any]) -> tuple[list[dict], list[dict], dict] | None:
+    """build-benchmark's debiased mode over the release rows: None unless cfg["debias"]["enabled"]; else
+    (kept, dropped, report) from `debias_rows` with the section's options, the cutoff year from
+    cfg["cutoffs"]["nonmember_after"] and the seed from cfg["seed"]. The classifiers see at most
+    `max_rows` rows: a larger release is first cut to the `max_rows` rows with the smallest seeded hash of their
+    id (reason ``debias_over_cap``), so the fit costs the same on any corpus. The report is JSON-safe."""
+    from curation.sampling import sample_rank
     from curation.shift_audit import _jsonable, cutoff_year_from_manifest
 
     opts = {**DEBIAS_DEFAULTS, **(cfg.get("debias") or {})}
@@ -431,45 +434,19 @@ def debias_for_release(rows: list[dict], cfg: dict[str, Any]) -> tuple[list[dict
         raise ValueError(f"unknown debias option(s) {sorted(unknown)}; known: {sorted(DEBIAS_DEFAULTS)}")
     if not opts.pop("enabled"):
         return None
-    kept, dropped, report = debias_rows(rows, seed=int(cfg.get("seed", 0) or 0),
-                                        cutoff_year=cutoff_year_from_manifest(cfg), **opts)
-    return kept, dropped, _jsonable(report)
+    cap, seed = int(opts.pop("max_rows")), int(cfg.get("seed", 0) or 0)
+    over: list[dict] = []
+    if len(rows) > cap:
+        ranked = sorted(rows, key=lambda r: sample_rank(seed, str(r["id"])))
+        rows = ranked[:cap]
+        over = [{**r, "reason": "debias_over_cap", "detail": f"{len(ranked)} rows > debias.max_rows={cap}"}
+                for r in ranked[cap:]]
+    kept, dropped, report = debias_rows(rows, seed=seed, cutoff_year=cutoff_year_from_manifest(cfg), **opts)
+    report = _jsonable(report)
+    if over:
+        report["capped"] = {"rows": len(rows), "of": len(rows) + len(over), "max_rows": cap,
+                            "order": "sha256(seed, row id)"}
+    return kept, dropped + over, report
 
 
-def debias_build(result, cfg: dict[str, Any]):
-    """Apply the debiased release mode to a finished build (curation.pipeline.BuildResult).
-
-    Returns (result, report): the same result when debiasing is off (report None); otherwise a new result whose
-    rows are the kept rows, whose exclusions gain the dropped rows (stage "debias", each with its reason) and
-    whose counts gain a "debias" row step, so rows in = rows out + excluded still holds and is checked here."""
-    from collections import Counter as _Counter
-
-    from curation.document import QuarantineRow
-    from curation.pipeline import BENCHMARK_COLUMNS, LABEL_NAMES, BuildResult, ReconcileError
-
-    out = debias_for_release([dict(r) for r in result.rows], cfg)
-    if out is None:
-        return result, None
-    kept, dropped, report = out
-    if len(kept) + len(dropped) != len(result.rows):
-        raise ReconcileError(f"debias: {len(result.rows)} rows in, {len(kept)} kept + {len(dropped)} dropped")
-    rows = sorted(({k: r[k] for k in BENCHMARK_COLUMNS} for r in kept), key=lambda r: r["id"])
-    excluded = sorted([*result.excluded, *(QuarantineRow(id=str(d["id"]), stage="debias", reason=d["reason"],
-                                                         detail=str(d["detail"])) for d in dropped)],
-                      key=lambda e: (e["id"], e["stage"], e["reason"]))
-    reasons = _Counter(d["reason"] for d in dropped)
-    counts = dict(result.counts)
-    counts["steps"] = [*result.counts["steps"], {"step": "debias", "unit": "rows", "in": len(result.rows),
-                                                 "kept": len(rows), "dropped": dict(sorted(reasons.items()))}]
-    counts["dropped_by_reason"] = dict(sorted((_Counter(result.counts["dropped_by_reason"]) + reasons).items()))
-    counts["excluded"] = len(excluded)
-    counts["rows_out"] = len(rows)
-    by_label_bucket: dict[str, dict[str, int]] = {name: {} for name in ("member", "nonmember")}
-    for r in sorted(rows, key=lambda r: r["bucket"]):
-        cell = by_label_bucket[LABEL_NAMES[r["label"]]]
-        cell[str(r["bucket"])] = cell.get(str(r["bucket"]), 0) + 1
-    counts["by_label_bucket"] = by_label_bucket
-    return BuildResult(rows=rows, excluded=excluded, counts=counts), report
-
-
-__all__ = ["debias_rows", "debias_for_release", "debias_build", "strip_dates", "REASONS", "DEBIAS_DEFAULTS", "FLAG_AUC"]
+__all__ = ["debias_rows", "debias_release", "strip_dates", "REASONS", "DEBIAS_DEFAULTS", "FLAG_AUC"]

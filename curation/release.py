@@ -1,21 +1,21 @@
-"""Writing a versioned release: DIR/data/*.parquet, DIR/excluded/excluded.parquet, DIR/manifest.json.
+"""A versioned release's layout and manifest: DIR/data/length<N>.parquet, DIR/excluded/, DIR/manifest.json.
 
 Byte-identical data files for the same config and inputs: rows are sorted by id, the Arrow schema is fixed (no
 inferred types, no pandas metadata), one file per configured bucket (`data/length<N>.parquet`, WikiMIA's naming,
 written even when empty so that the file set depends only on the config), and nothing time-dependent is written.
-The manifest is written last: a directory with a manifest.json is a complete release.
+excluded/ is one file (excluded.parquet) or, past a million exclusions, parts by hash of id
+(curation/release_output.py writes both). The manifest is written last: a directory with a manifest.json is a
+complete release.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from curation.document import QUARANTINE_COLUMNS
 
@@ -30,6 +30,17 @@ BENCHMARK_SCHEMA = pa.schema([
 ])
 QUARANTINE_SCHEMA = pa.schema([(name, pa.string()) for name in QUARANTINE_COLUMNS])
 PARQUET_OPTIONS = {"compression": "zstd", "use_dictionary": True, "write_statistics": True}
+# What changed in the layout, for readers of older and newer releases (the data files' bytes did not change).
+RELEASE_FORMAT = {
+    "version": 2,
+    "notes": [
+        "2: excluded/ holds one file, excluded.parquet, up to a million exclusions, else part-NNNNN-of-MMMMM.parquet "
+        "files by hash of id; read excluded/ as a directory. Exclusion ties on (id, stage, reason) are ordered by "
+        "detail. The shift audit and the debiased mode fit on at most shift_audit.max_rows / debias.max_rows rows "
+        "(a seeded hash of the row id picks them; recorded under shift_audit.sample / debias.capped).",
+        "1: data/length<N>.parquet per bucket, excluded/excluded.parquet, manifest.json, _SUCCESS.",
+    ],
+}
 
 
 def tool_version() -> str:
@@ -43,42 +54,12 @@ def data_file_name(bucket: int) -> str:
     return f"length{bucket}.parquet"
 
 
-def prepare_out_dir(out: Path, overwrite: bool) -> None:
-    """Refuse to mix two builds in one directory; with `overwrite`, clear what an earlier build wrote."""
-    if (out / "manifest.json").exists() or (out / "data").exists():
-        if not overwrite:
-            raise FileExistsError(f"{out} already holds a release; pass --overwrite or choose another --out")
-        for name in ("data", "excluded"):
-            shutil.rmtree(out / name, ignore_errors=True)
-        (out / "manifest.json").unlink(missing_ok=True)
-    out.mkdir(parents=True, exist_ok=True)
-
-
-def write_table(rows: list[Mapping[str, Any]], schema: pa.Schema, path: Path) -> dict:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pylist([{k: r[k] for k in schema.names} for r in rows], schema=schema)
-    pq.write_table(table, path, **PARQUET_OPTIONS)
-    return {"rows": table.num_rows, "sha256": sha256_file(path)}
-
-
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-def write_release_files(out: Path, rows: list[dict], excluded: list[dict], buckets: Iterable[int]) -> dict:
-    """Data files per bucket and the exclusion file; returns {relative path: {rows, sha256}} for the manifest."""
-    files = {}
-    for bucket in sorted(buckets):
-        part = sorted((r for r in rows if r["bucket"] == bucket), key=lambda r: r["id"])
-        name = f"data/{data_file_name(bucket)}"
-        files[name] = write_table(part, BENCHMARK_SCHEMA, out / name)
-    excluded = sorted(excluded, key=lambda e: (e["id"], e["stage"], e["reason"]))
-    files["excluded/excluded.parquet"] = write_table(excluded, QUARANTINE_SCHEMA, out / "excluded/excluded.parquet")
-    return files
 
 
 def build_manifest(*, cfg: Mapping[str, Any], overrides: Iterable[str], source_snapshot: Mapping[str, Any],
@@ -105,7 +86,8 @@ def build_manifest(*, cfg: Mapping[str, Any], overrides: Iterable[str], source_s
         "columns": list(BENCHMARK_SCHEMA.names),
         "files": dict(files),
         "runner": runner,
-        "shift_audit": shift_audit,  # reserved: filled by the shift audit (jobs/build_benchmark.py::_shift_audit)
+        "shift_audit": shift_audit,  # the blind-baseline audit of the release rows (curation/shift_audit.py)
+        "release_format": RELEASE_FORMAT,
     }
 
 

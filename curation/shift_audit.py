@@ -506,7 +506,8 @@ def cutoff_year_from_manifest(manifest: dict[str, Any]) -> int | None:
     return None
 
 
-AUDIT_DEFAULTS: dict[str, Any] = {"enabled": True, "n_folds": 5, "n_bootstrap": 1000, "group_prefix_words": 32}
+AUDIT_DEFAULTS: dict[str, Any] = {"enabled": True, "n_folds": 5, "n_bootstrap": 1000, "group_prefix_words": 32,
+                                  "max_rows": 20_000}
 
 
 def audit_for_release(rows: Sequence[dict], cfg: dict[str, Any]) -> dict | None:
@@ -520,6 +521,11 @@ def audit_for_release(rows: Sequence[dict], cfg: dict[str, Any]) -> dict | None:
         raise ValueError(f"unknown shift_audit option(s) {sorted(unknown)}; known: {sorted(AUDIT_DEFAULTS)}")
     if not opts["enabled"]:
         return None
+    seed, n = int(cfg.get("seed", 0) or 0), len(rows)
+    if n > int(opts["max_rows"]):  # the classifiers fit on a capped, seeded sample: the same cost on any corpus
+        from curation.sampling import sample_rank
+
+        rows = sorted(rows, key=lambda r: sample_rank(seed, str(r["id"])))[: int(opts["max_rows"])]
     try:
         result = audit_rows([r["input"] for r in rows], [int(r["label"]) for r in rows],
                             [r.get("bucket") for r in rows], cutoff_year=cutoff_year_from_manifest(cfg),
@@ -527,6 +533,9 @@ def audit_for_release(rows: Sequence[dict], cfg: dict[str, Any]) -> dict | None:
                             n_bootstrap=opts["n_bootstrap"], group_prefix_words=opts["group_prefix_words"])
     except ValueError as e:
         return {"error": str(e), "n": len(rows)}
+    if len(rows) < n:
+        result["sample"] = {"rows": len(rows), "of": n, "max_rows": int(opts["max_rows"]),
+                            "order": "sha256(seed, row id)"}
     return _jsonable(result)
 
 

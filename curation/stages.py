@@ -13,14 +13,13 @@ Row-level stages, in build order (`document_stages(cfg)`):
     code_formula  posts with code or formulas
     language      language ID (py3langid), when `filters.languages` is set
     dedup         keys for exact and near-duplicate removal (the decision is global: curation/dedup.py)
-Then, over all surviving documents: dedup decisions, `bucket_rows` (length buckets with truncation) and
-`balanced_sample` (seeded, per bucket). Every drop has a reason; curation/pipeline.py counts them.
+Then the global steps, as passes over blocks (curation/release_passes.py): dedup decisions (curation/dedup.py),
+`bucket_rows` (length buckets with truncation) and the balanced sample (curation/sampling.py). Every drop has a
+reason; curation/counts.py counts them.
 """
 from __future__ import annotations
 
-import hashlib
 import re
-from collections import defaultdict
 from datetime import datetime
 from typing import Any, Iterable, Mapping, Union
 
@@ -255,7 +254,7 @@ def document_stages(cfg: Mapping[str, Any]) -> list[Stage]:
     return stages
 
 
-# ---------------------------------------------------------------- buckets and sampling (over all rows)
+# ---------------------------------------------------------------- buckets
 
 def bucket_rows(row: Row, buckets: Iterable[int], mode: str = "every") -> list[Row]:
     """Benchmark rows for one labelled document, its text truncated to each bucket's word count.
@@ -282,55 +281,3 @@ def bucket_rows(row: Row, buckets: Iterable[int], mode: str = "every") -> list[R
         }
         for b in fits
     ]
-
-
-def sample_rank(seed: int, document_id: str) -> str:
-    """Order-free, seeded rank: the same document ranks the same in every bucket, so selections nest."""
-    return hashlib.sha256(f"{seed}\x00{document_id}".encode("utf-8")).hexdigest()
-
-
-def balanced_sample(rows: list[Row], *, per_bucket: int | None, seed: int, balance: bool = True,
-                    monthly_nonmembers: bool = False, per_month: int | None = None
-                    ) -> tuple[list[Row], list[tuple[Row, str, str]]]:
-    """Per bucket: members and non-members in seeded rank order; with `balance`, as many of each as the smaller
-    side has (capped at `per_bucket`). With `monthly_nonmembers`, non-members are taken round-robin across months
-    of creation (optionally at most `per_month` each), so a window of months is covered evenly.
-    Returns (kept rows, [(row, reason, detail)] for the rest)."""
-    by_bucket: dict[int, dict[int, list[Row]]] = defaultdict(lambda: {MEMBER: [], NONMEMBER: []})
-    for r in rows:
-        by_bucket[r["bucket"]][r["label"]].append(r)
-    kept: list[Row] = []
-    dropped: list[tuple[Row, str, str]] = []
-    for bucket in sorted(by_bucket):
-        members = sorted(by_bucket[bucket][MEMBER], key=lambda r: sample_rank(seed, r["document_id"]))
-        nonmembers = sorted(by_bucket[bucket][NONMEMBER], key=lambda r: sample_rank(seed, r["document_id"]))
-        if monthly_nonmembers:
-            nonmembers, over = _round_robin_months(nonmembers, per_month)
-            dropped.extend((r, "month_quota", f"bucket={bucket} month={r['month']} per_month={per_month}")
-                           for r in over)
-        quota = {MEMBER: len(members), NONMEMBER: len(nonmembers)}
-        if balance:
-            quota = dict.fromkeys(quota, min(quota.values()))
-        if per_bucket is not None:
-            quota = {k: min(v, per_bucket) for k, v in quota.items()}
-        for label, ranked in ((MEMBER, members), (NONMEMBER, nonmembers)):
-            kept.extend(ranked[: quota[label]])
-            detail = f"bucket={bucket} label={label} quota={quota[label]} available={len(ranked)}"
-            dropped.extend((r, "not_sampled", detail) for r in ranked[quota[label]:])
-    return kept, dropped
-
-
-def _round_robin_months(ranked: list[Row], per_month: int | None) -> tuple[list[Row], list[Row]]:
-    months: dict[str, list[Row]] = defaultdict(list)
-    for r in ranked:
-        months[r["month"]].append(r)
-    over: list[Row] = []
-    if per_month is not None:
-        for month, rs in months.items():
-            months[month], extra = rs[:per_month], rs[per_month:]
-            over.extend(extra)
-    order: list[Row] = []
-    queues = [months[m] for m in sorted(months)]
-    for i in range(max((len(q) for q in queues), default=0)):
-        order.extend(q[i] for q in queues if i < len(q))
-    return order, over

@@ -1,173 +1,27 @@
-"""`tidemark build-benchmark`: a membership benchmark release from a config, as a Ray Data pipeline.
+"""`tidemark build-benchmark`: a membership benchmark release from a config.
 
     tidemark build-benchmark --config jobs/configs/stackmia.yaml \\
         --set source.path=/data/coffee --set cutoffs.member_before=2015-02-01 \\
         --set cutoffs.nonmember_after=2015-03-01 --out DIR
 
-Pipeline (stages live in curation/; this module only wires them):
-    shards (one per site/file/tar/byte range) --flat_map--> documents --map_batches--> row-level stages (cutoff,
-    filters, dedup keys) --> driver: the keys only (texts stay in the workers' blocks): dedup decisions, buckets,
-    balanced sampling, counts --> the sampled documents' texts, selected on the workers --> DIR/data,
-    DIR/excluded, DIR/manifest.json
-Ray tasks ask for half a CPU, so that a 2-core machine runs parse and filter tasks side by side. Ray does not keep
-row order; the driver sorts by id before writing, which makes the data files byte-identical run to run.
-`--runner local` runs the same stages in this process without Ray.
+The stages live in curation/; the Ray runner (jobs/build_release.py) parses, filters, deduplicates, samples and
+writes on the workers, and the driver only plans and adds up; `--runner local` runs the same functions in this
+process. Either writes into a staging directory, and this module publishes it (DIR/data, DIR/excluded,
+DIR/manifest.json, DIR/_SUCCESS). Every file is sorted by a key of its rows, so the bytes do not depend on the
+runner or on task order.
 """
 from __future__ import annotations
 
-import json
-import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Optional
+from typing import Any, Mapping, Optional
 
 import typer
-
-TASK_CPUS = 0.5
-
 
 def _echo(message: str) -> None:
     from jobs.redact import redact_text
 
     typer.echo(redact_text(f"[build-benchmark] {message}"), err=True)
-
-
-# ---------------------------------------------------------------- Ray stages (thin wrappers over curation/)
-
-def _parse_shard(item: Mapping[str, Any], aggregated: Mapping[str, list] | None = None) -> Iterator[dict]:
-    """One shard's documents; a shard that needs an aggregation (`site_key`) gets its partition arrays, read
-    zero-copy from the object store."""
-    import ray
-
-    from curation import sources
-    from curation.pipeline import to_record
-
-    shard = json.loads(item["shard"])
-    refs = (aggregated or {}).get(shard.get("site_key"))
-    for doc in sources.iter_documents(shard, ray.get(list(refs)) if refs else None):
-        yield to_record(doc)
-
-
-def run_aggregations(source_cfg: Mapping[str, Any], shards: list[dict]) -> dict[str, list]:
-    """Each aggregation the source declares (Stack Exchange's answers pass), on the workers: a scan task per item
-    returning one piece per partition (module.aggregation_scan), a merge task per partition
-    (module.aggregation_merge). Returns {key: [partition object refs]}; the driver never fetches them."""
-    import ray
-
-    from curation import sources
-
-    module = sources.source_module(source_cfg["kind"])
-    out = {}
-    for agg in sources.aggregations(source_cfg, shards):
-        p = agg["partitions"]
-        scan = ray.remote(num_cpus=TASK_CPUS, max_retries=2)(module.aggregation_scan).options(num_returns=p)
-        merge = ray.remote(num_cpus=TASK_CPUS, max_retries=2)(module.aggregation_merge)
-        pieces = [scan.remote(item, p) for item in agg["items"]]
-        pieces = [x if p > 1 else [x] for x in pieces]
-        out[agg["key"]] = [merge.remote(*[piece[k] for piece in pieces]) for k in range(p)]
-        _echo(f"answers pass: {len(agg['items'])} range(s) of {agg['key']}, {p} partition(s)")
-    return out
-
-
-def _annotate_batch(batch, cfg_json: str):
-    from curation.pipeline import annotate_records
-
-    return annotate_records(batch.to_pylist(), json.loads(cfg_json))
-
-
-def run_ray(cfg: Mapping[str, Any]):
-    import shutil
-
-    import ray
-
-    from curation import sources
-
-    source_cfg = sources.source_config(cfg)
-    own_staging = None
-    if not source_cfg.get("staging"):
-        if len([n for n in ray.nodes() if n.get("Alive")]) == 1:  # every worker sees this machine's disk
-            # This run's own area, removed when the run ends: a staged dump can be as large as the XML inside it.
-            # Set source.staging to keep (and reuse) staged copies across runs.
-            own_staging = source_cfg["staging"] = tempfile.mkdtemp(prefix="tidemark-staging-")
-        else:
-            _echo("several nodes and no source.staging: a .7z dump is parsed by one task; set source.staging to an "
-                  "s3:// prefix (or a shared directory) to decompress it once and parse it in parallel")
-    try:
-        return _run_ray(cfg, source_cfg)
-    finally:
-        if own_staging:
-            shutil.rmtree(own_staging, ignore_errors=True)
-
-
-def _run_ray(cfg: Mapping[str, Any], source_cfg: dict):
-    import pyarrow as pa
-    import ray
-
-    from curation import sources
-    from curation.pipeline import ANNOTATED_SCHEMA, BATCH_SIZE, created_range, finish, split_annotated
-
-    # Planning runs as a task: staging a .7z decompresses the whole dump, which is a worker's job, not the driver's.
-    shards = ray.get(ray.remote(num_cpus=TASK_CPUS, max_retries=1)(sources.shards).remote(source_cfg))
-    _echo(f"{len(shards)} shard(s) to parse")
-    aggregated = run_aggregations(source_cfg, shards)
-    items = [{"shard": json.dumps(s, default=str)} for s in shards]
-    documents = ray.data.from_items(items, override_num_blocks=max(1, len(items)))
-    documents = documents.flat_map(_parse_shard, fn_kwargs={"aggregated": aggregated}, num_cpus=TASK_CPUS)
-    annotated = documents.map_batches(
-        _annotate_batch, fn_kwargs={"cfg_json": json.dumps(cfg, default=str)}, batch_format="pyarrow",
-        batch_size=BATCH_SIZE, num_cpus=TASK_CPUS,
-    ).materialize()  # the annotated blocks stay in the object store (spilled to disk when large)
-    keys_schema = ANNOTATED_SCHEMA.remove(ANNOTATED_SCHEMA.get_field_index("text"))
-    keys = annotated.drop_columns(["text"])  # every decision needs keys only: texts stay on the workers
-    tables = [t for t in ray.get(keys.to_arrow_refs()) if t.num_rows]
-    table = pa.concat_tables([t.select(keys_schema.names).cast(keys_schema) for t in tables]) \
-        if tables else keys_schema.empty_table()
-    _echo(f"parsed and filtered {table.num_rows} documents")
-    created = created_range(table.column("created_at").to_pylist())
-    kept, exclusions = split_annotated(table.to_pylist())
-    n_in = table.num_rows
-    del table, tables
-    result = finish(cfg, n_in, kept, exclusions, fetch_texts=lambda ids: _texts_of(annotated, ids))
-    return result, {"created_at": created}
-
-
-def _texts_of(annotated, ids: set[str]) -> dict[str, str]:
-    """The texts of the sampled documents only (the release's), selected on the workers."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import ray
-
-    wanted = pa.array(sorted(ids), pa.string())
-
-    def select(batch: pa.Table) -> pa.Table:
-        return batch.filter(pc.is_in(batch.column("id"), value_set=wanted)).select(["id", "text"])
-
-    found = annotated.map_batches(select, batch_format="pyarrow", num_cpus=TASK_CPUS)
-    out: dict[str, str] = {}
-    for t in ray.get(found.to_arrow_refs()):
-        out.update(zip(t.column("id").to_pylist(), t.column("text").to_pylist()))
-    return out
-
-
-# ---------------------------------------------------------------- the shift audit call site
-
-def _shift_audit(rows: list[dict], cfg: Mapping[str, Any]) -> Optional[dict]:
-    """The manifest's `shift_audit`: how well a blind, model-free classifier separates the released members
-    from the non-members (issue 4). None when the config disables it (`shift_audit.enabled: false`)."""
-    from curation.shift_audit import audit_for_release
-
-    _echo(f"shift audit: blind classifiers on {len(rows)} rows ...")
-    return audit_for_release(rows, dict(cfg))
-
-
-def _debias(result, cfg: Mapping[str, Any]):
-    """The debiased release mode (config `debias.enabled`): returns (result, report or None)."""
-    from curation.debias import debias_build
-
-    result, report = debias_build(result, dict(cfg))
-    if report is not None:
-        _echo(f"debias: {report.get('message', report)}")
-    return result, report
 
 
 # ---------------------------------------------------------------- the build
@@ -181,8 +35,7 @@ def build(cfg: Mapping[str, Any], out: Path | str, *, overrides: tuple[str, ...]
     leaves a release that looks complete. With `skip_existing`, a complete release already at `out` makes this a
     no-op (a scheduled job that runs twice for one period), and a partial one is rebuilt."""
     from curation import sources
-    from curation.pipeline import run_local
-    from curation.release import build_manifest, write_manifest, write_release_files
+    from curation.release import build_manifest, write_manifest
     from jobs import release_io
     from jobs.redact import credential_keys, redact, secret_values
 
@@ -198,40 +51,45 @@ def build(cfg: Mapping[str, Any], out: Path | str, *, overrides: tuple[str, ...]
         _echo(f"ignoring credential-like config keys {ignored}: credentials come from the environment or the "
               "instance profile, and are redacted from the manifest")
     started = time.perf_counter()
-    if runner == "ray":
-        import ray
-
-        owns_ray = not ray.is_initialized()
-        if owns_ray:  # a local runtime, or the cluster that RAY_ADDRESS names
-            ray.init(include_dashboard=False, log_to_driver=False)
-        try:
-            result, observed = run_ray(cfg)
-        finally:
-            if owns_ray:
-                ray.shutdown()
-    elif runner == "local":
-        result, observed = run_local(cfg)
-    else:
-        raise ValueError(f"runner must be 'ray' or 'local', got {runner!r}")
-
-    for step in result.counts["steps"]:
-        dropped = ", ".join(f"{k}={v}" for k, v in step["dropped"].items()) or "-"
-        _echo(f"{step['step']:<13} {step['unit']:<9} in {step['in']:>7}  kept {step['kept']:>7}  dropped: {dropped}")
-
-    result, debias_report = _debias(result, cfg)
     with release_io.staging(dest) as stage:
-        files = write_release_files(stage, result.rows, result.excluded, cfg["buckets"])
-        snapshot = {**sources.snapshot(sources.source_config(cfg)), "documents_created_at": observed["created_at"]}
-        manifest = build_manifest(cfg=cfg, overrides=overrides, source_snapshot=snapshot, counts=result.counts,
-                                  files=files, shift_audit=_shift_audit(result.rows, cfg), runner=runner)
-        if debias_report is not None:
-            manifest["debias"] = debias_report
+        out = _run(cfg, stage, runner)
+        for step in out["counts"]["steps"]:
+            dropped = ", ".join(f"{k}={v}" for k, v in step["dropped"].items()) or "-"
+            _echo(f"{step['step']:<13} {step['unit']:<9} in {step['in']:>7}  kept {step['kept']:>7}  "
+                  f"dropped: {dropped}")
+        snapshot = {**sources.snapshot(sources.source_config(cfg)), "documents_created_at": out["created_at"]}
+        manifest = build_manifest(cfg=cfg, overrides=overrides, source_snapshot=snapshot, counts=out["counts"],
+                                  files=out["files"], shift_audit=out["shift_audit"], runner=runner)
+        if out["debias"] is not None:
+            manifest["debias"] = out["debias"]
         manifest = redact(manifest, secret_values(cfg))
         write_manifest(stage, manifest)
-        release_io.publish(stage, dest, job="build-benchmark", rows=result.counts["rows_out"])
-    _echo(f"wrote {result.counts['rows_out']} rows to {dest.uri} in {time.perf_counter() - started:.1f}s "
-          f"({result.counts['by_label_bucket']})")
+        release_io.publish(stage, dest, job="build-benchmark", rows=out["counts"]["rows_out"])
+    _echo(f"wrote {out['counts']['rows_out']} rows to {dest.uri} in {time.perf_counter() - started:.1f}s "
+          f"({out['counts']['by_label_bucket']})")
     return manifest
+
+
+def _run(cfg: Mapping[str, Any], stage: Path, runner: str) -> dict:
+    """Run the build into `stage` with the chosen runner; returns counts, files, audit and dates."""
+    from curation.pipeline import run_local
+
+    if runner == "local":
+        return run_local(cfg, stage)
+    if runner != "ray":
+        raise ValueError(f"runner must be 'ray' or 'local', got {runner!r}")
+    import ray
+
+    from jobs.build_release import run_ray
+
+    owns_ray = not ray.is_initialized()
+    if owns_ray:  # a local runtime, or the cluster that RAY_ADDRESS names
+        ray.init(include_dashboard=False, log_to_driver=False)
+    try:
+        return run_ray(cfg, stage, _echo)
+    finally:
+        if owns_ray:
+            ray.shutdown()
 
 
 def build_benchmark(

@@ -157,7 +157,7 @@ def test_an_incomplete_s3_release_is_not_read(s3, tmp_path):
 def test_local_release_is_published_whole_and_a_failed_rebuild_keeps_the_old_one(corpus, tmp_path, monkeypatch):
     import hashlib
 
-    from curation import release as release_mod
+    from curation import release_output as release_mod
 
     out = tmp_path / "releases" / "ops"
     args = ["build-benchmark", "--config", str(corpus["config"]), "--runner", "local", "--out", str(out),
@@ -171,7 +171,7 @@ def test_local_release_is_published_whole_and_a_failed_rebuild_keeps_the_old_one
     def crash(*a, **k):
         raise OSError("disk full while writing the new release")
 
-    monkeypatch.setattr(release_mod, "write_release_files", crash)
+    monkeypatch.setattr(release_mod, "write_excluded_part", crash)
     with pytest.raises(OSError, match="disk full"):
         invoke(*args, "--overwrite")
     monkeypatch.undo()

@@ -285,7 +285,7 @@ def test_load_benchmark_forms(tmp_path):
 
 # ---------------------------------------------------------------------------------------------------- build wiring
 def test_release_helpers_read_the_build_config(dated):
-    from curation.debias import debias_for_release
+    from curation.debias import debias_release
 
     texts, labels, buckets = dated
     rows = [{"id": f"r{i}", "input": t, "label": int(y), "bucket": int(b)}
@@ -300,10 +300,10 @@ def test_release_helpers_read_the_build_config(dated):
     assert "error" in sa.audit_for_release([{**r, "label": 1} for r in rows], cfg)
     with pytest.raises(ValueError, match="unknown shift_audit"):
         sa.audit_for_release(rows, {**cfg, "shift_audit": {"folds": 3}})
-    assert debias_for_release(rows, cfg) is None  # off unless enabled
+    assert debias_release(rows, cfg) is None  # off unless enabled
     with pytest.raises(ValueError, match="unknown debias"):
-        debias_for_release(rows, {**cfg, "debias": {"enabled": True, "target": 0.6}})
-    kept, dropped, rep = debias_for_release(rows, {**cfg, "debias": {**cfg["debias"], "enabled": True,
+        debias_release(rows, {**cfg, "debias": {"enabled": True, "target": 0.6}})
+    kept, dropped, rep = debias_release(rows, {**cfg, "debias": {**cfg["debias"], "enabled": True,
                                                                      "max_drop_frac": 0.2}})
     assert len(kept) + len(dropped) == 160 and rep["target_auc"] == 0.60
     json.dumps(rep, allow_nan=False)

@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import random
+from collections import Counter
 from datetime import datetime, timezone
 
 import pytest
 
+from curation import sampling
 from curation import stages as st
-from curation.dedup import MinHasher, duplicate_decisions
-from curation.pipeline import ReconcileError, annotate_records, finish, split_annotated, to_record
+from curation.counts import ReconcileError, Tally, count_steps, reconcile
+from curation.dedup import MinHasher, dedup_drops
+from curation.pipeline import annotate_records, decide_release, numbered_records
 from curation.text import exact_key, looks_like_formula, truncate_words, word_count
 
 UTC = timezone.utc
@@ -135,13 +138,13 @@ def test_exact_and_near_duplicates_keep_the_earliest():
         {"id": "d", "created_at": "2015-01-04T00:00:00+00:00", "text": prose(2, 120)},
         {"id": "a", "created_at": "2015-01-05T00:00:00+00:00", "text": prose(3, 50)},  # a reused id
     ]
-    for r in rows:
-        r["exact_key"], r["minhash"] = exact_key(r["text"]), hasher.signature(r["text"])
-    decisions = duplicate_decisions(rows, exact=True, near=True, threshold=0.8, bands=16)
-    assert [d[0] if d else None for d in decisions] == [
+    for n, r in enumerate(rows):
+        r["exact_key"], r["minhash"], r["row_no"] = exact_key(r["text"]), hasher.signature(r["text"]), n
+    drops = {d["row_no"]: d for d in dedup_drops(rows, exact=True, near=True, threshold=0.8, bands=16)}
+    assert [drops[n]["reason"] if n in drops else None for n in range(5)] == [
         "exact_duplicate", None, "near_duplicate", None, "duplicate_id"]
-    assert decisions[0][1] == "same text as a" and decisions[2][1].startswith("similar to a")
-    assert duplicate_decisions(rows[:4], exact=True, near=False)[2] is None  # near off: the edit survives
+    assert drops[0]["detail"] == "same text as a" and drops[2]["detail"].startswith("similar to a")
+    assert 2 not in {d["row_no"] for d in dedup_drops(rows[:4], exact=True, near=False)}  # near off: it survives
 
 
 def test_minhash_is_deterministic_across_instances():
@@ -167,24 +170,52 @@ def test_bucket_rows_every_and_largest():
     assert st.bucket_rows(labelled(2, 1, 20), [32, 64], "every") == []
 
 
+def balanced_sample(rows: list[dict], *, per_bucket, seed: int, balance: bool = True, monthly_nonmembers=False,
+                    per_month=None, blocks: int = 1):
+    """The sampling passes over `rows` cut into `blocks` blocks: counts, ranks merged across blocks, thresholds,
+    then each row alone. Returns (kept rows, [(row, reason, detail)])."""
+    def group(r):
+        return sampling.group_of(r["bucket"], r["label"], r["month"], monthly_nonmembers)
+
+    counts = Counter(group(r) for r in rows)
+    plans = sampling.plan_sample(counts, per_bucket=per_bucket, balance=balance,
+                                 monthly_nonmembers=monthly_nonmembers, per_month=per_month)
+    needed = {g: p.needed for g, p in plans.items() if p.needed}
+    smallest: dict = {}
+    for b in range(blocks):
+        ranks: dict = {}
+        for r in rows[b::blocks]:
+            ranks.setdefault(group(r), []).append(sampling.sample_rank(seed, r["document_id"]))
+        sampling.merge_smallest(smallest, sampling.smallest_ranks(ranks, needed), needed)
+    limits = sampling.thresholds(plans, smallest)
+    kept, dropped = [], []
+    for r in rows:
+        verdict = sampling.decide(sampling.sample_rank(seed, r["document_id"]), plans[group(r)], limits[group(r)])
+        if verdict is None:
+            kept.append(r)
+        else:
+            dropped.append((r, *verdict))
+    return kept, dropped
+
+
 def test_balanced_sample_is_seeded_balanced_and_order_free():
     rows = [r for i in range(40) for r in st.bucket_rows(labelled(i, int(i < 25), 70), [32, 64], "every")]
-    kept, dropped = st.balanced_sample(rows, per_bucket=10, seed=7)
+    kept, dropped = balanced_sample(rows, per_bucket=10, seed=7)
     counts = {(b, y): sum(r["bucket"] == b and r["label"] == y for r in kept) for b in (32, 64) for y in (0, 1)}
     assert counts == {(32, 0): 10, (32, 1): 10, (64, 0): 10, (64, 1): 10}
     assert len(kept) + len(dropped) == len(rows) and {d[1] for d in dropped} == {"not_sampled"}
     shuffled = rows[:]
     random.Random(0).shuffle(shuffled)
-    again, _ = st.balanced_sample(shuffled, per_bucket=10, seed=7)
+    again, _ = balanced_sample(shuffled, per_bucket=10, seed=7)
     assert sorted(r["id"] for r in again) == sorted(r["id"] for r in kept)
-    other, _ = st.balanced_sample(rows, per_bucket=10, seed=8)
+    other, _ = balanced_sample(rows, per_bucket=10, seed=8)
     assert sorted(r["id"] for r in other) != sorted(r["id"] for r in kept)
     # the same document ranks the same in every bucket: shorter buckets hold the longer buckets' documents
     docs = {b: {r["document_id"] for r in kept if r["bucket"] == b} for b in (32, 64)}
     assert docs[32] == docs[64]
-    unbalanced, _ = st.balanced_sample(rows, per_bucket=None, seed=7, balance=False)
+    unbalanced, _ = balanced_sample(rows, per_bucket=None, seed=7, balance=False)
     assert len(unbalanced) == len(rows)
-    balanced, _ = st.balanced_sample(rows, per_bucket=None, seed=7)
+    balanced, _ = balanced_sample(rows, per_bucket=None, seed=7)
     assert sum(r["label"] == 1 for r in balanced) == sum(r["label"] == 0 for r in balanced) == 30
 
 
@@ -192,10 +223,10 @@ def test_monthly_nonmembers_are_taken_round_robin():
     months = ["2015-03"] * 12 + ["2015-04"] * 3 + ["2015-05"] * 5
     rows = [st.bucket_rows(labelled(i, 0, 40, m), [32], "every")[0] for i, m in enumerate(months)]
     rows += [st.bucket_rows(labelled(100 + i, 1, 40), [32], "every")[0] for i in range(9)]
-    kept, dropped = st.balanced_sample(rows, per_bucket=None, seed=0, monthly_nonmembers=True)
+    kept, dropped = balanced_sample(rows, per_bucket=None, seed=0, monthly_nonmembers=True)
     nonmember_months = sorted(r["month"] for r in kept if r["label"] == 0)
     assert nonmember_months == ["2015-03"] * 3 + ["2015-04"] * 3 + ["2015-05"] * 3
-    kept, dropped = st.balanced_sample(rows, per_bucket=None, seed=0, balance=False, monthly_nonmembers=True,
+    kept, dropped = balanced_sample(rows, per_bucket=None, seed=0, balance=False, monthly_nonmembers=True,
                                        per_month=4)
     assert sorted(r["month"] for r in kept if r["label"] == 0) == ["2015-03"] * 4 + ["2015-04"] * 3 + ["2015-05"] * 4
     assert sorted(d[1] for d in dropped) == ["month_quota"] * 9
@@ -225,11 +256,20 @@ def corpus() -> list[dict]:
     return docs
 
 
+class Result:
+    def __init__(self, excluded, sampled, tally: Tally, cfg):
+        self.excluded, self.rows, self.tally = excluded.to_pylist(), sampled.sort_by("id").to_pylist(), tally
+        self.counts = count_steps(tally, monthly=bool(cfg["cutoffs"]["monthly_nonmembers"]))
+
+
 def run(cfg, docs):
-    table = annotate_records([to_record(d) for d in docs], cfg)
+    table = annotate_records(list(numbered_records(iter(docs))), cfg)
     assert table.num_rows == len(docs)
-    kept, exclusions = split_annotated(table.to_pylist())
-    return finish(cfg, len(docs), kept, exclusions)
+    excluded, sampled, tally, parts = decide_release(table, cfg)
+    assert parts == 1
+    result = Result(excluded, sampled, tally, cfg)
+    reconcile(result.counts, tally, rows_written=len(result.rows), excluded_written=len(result.excluded))
+    return result
 
 
 def test_every_document_is_kept_or_excluded_with_a_reason():
@@ -256,9 +296,16 @@ def test_every_document_is_kept_or_excluded_with_a_reason():
 
 def test_reconcile_fails_loudly():
     cfg = small_config()
-    table = annotate_records([to_record(d) for d in corpus()], cfg)
-    kept, exclusions = split_annotated(table.to_pylist())
-    with pytest.raises(ReconcileError, match="documents in"):
-        finish(cfg, table.num_rows + 1, kept, exclusions)
+    result = run(cfg, corpus())
+    with pytest.raises(ReconcileError, match="written"):
+        reconcile(result.counts, result.tally, rows_written=len(result.rows) - 1,
+                  excluded_written=len(result.excluded))
+    with pytest.raises(ReconcileError, match="drops counted"):
+        reconcile(result.counts, result.tally, rows_written=len(result.rows), excluded_written=0)
     with pytest.raises(ReconcileError, match="unknown stage"):
-        finish(cfg, table.num_rows, kept, exclusions[:-1] + [{**exclusions[-1], "stage": "nowhere"}])
+        Tally().exclude("nowhere", "lost", None)
+    broken = Tally()
+    broken += result.tally
+    broken.bucketed_documents += 1
+    with pytest.raises(ReconcileError, match="bucketed"):
+        reconcile(count_steps(broken), broken, rows_written=len(result.rows), excluded_written=len(result.excluded))
