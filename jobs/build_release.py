@@ -243,6 +243,13 @@ class RayExecutor:
         return ray.get(ref)
 
 
+def _timed(log: Callable[[str], None], started: float) -> Callable[[str], None]:
+    """Messages prefixed with the seconds since the build started: where a long build spends its time."""
+    import time
+
+    return lambda message: log(f"[{time.perf_counter() - started:7.1f}s] {message}")
+
+
 def _chunks(refs: list, n: int) -> list[list]:
     size = max(1, -(-len(refs) // max(1, n)))
     return [refs[i:i + size] for i in range(0, len(refs), size)]
@@ -284,7 +291,12 @@ def run_ray(cfg: Mapping[str, Any], stage: Path, log: Callable[[str], None]) -> 
 
 
 def _run_ray(cfg: Mapping[str, Any], source_cfg: dict, stage: Path, log: Callable[[str], None]) -> dict:
+    import time
+
     import ray
+
+    started = time.perf_counter()
+    log = _timed(log, started)
 
     from curation import sources
     from curation.counts import Tally
@@ -302,8 +314,11 @@ def _run_ray(cfg: Mapping[str, Any], source_cfg: dict, stage: Path, log: Callabl
         _annotate_batch, fn_kwargs={"cfg_json": json.dumps(cfg, default=str)}, batch_format="pyarrow",
         batch_size=BATCH_SIZE, num_cpus=TASK_CPUS,
     ).materialize()  # the annotated blocks stay in the object store (spilled to disk when large)
+    log(f"parsed and annotated {annotated.count()} documents")
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
     drops = dedup_on_workers(annotated, cfg, partitions=max(2, 2 * cpus), log=log)
+    ray.wait([drops], fetch_local=False)
+    log("dedup decided")
     chunks = _chunks(annotated.to_arrow_refs(), BLOCK_CHUNKS_PER_CPU * cpus)
     task = ray.remote(num_cpus=TASK_CPUS, max_retries=2)
 
@@ -322,7 +337,6 @@ def _run_ray(cfg: Mapping[str, Any], source_cfg: dict, stage: Path, log: Callabl
     tally = Tally()
     for part in _gather([o[2] for o in outputs], "release: decide"):
         tally += part
-    log(f"parsed and filtered {tally.documents_in} documents; {tally.candidates} bucket rows, "
-        f"{tally.rows_out} sampled")
+    log(f"decided {tally.documents_in} documents: {tally.candidates} bucket rows, {tally.rows_out} sampled")
     return finish_release(cfg, stage, tally, [o[1] for o in outputs], [o[0] for o in outputs],
                           plan.excluded_parts, executor=RayExecutor(), log=log)
