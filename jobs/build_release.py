@@ -234,7 +234,9 @@ class RayExecutor:
     def submit(self, fn, *args, num_returns: int = 1):
         import ray
 
-        return ray.remote(fn).options(num_cpus=TASK_CPUS, num_returns=num_returns, max_retries=2,
+        # No CPU reservation: a head node started with num-cpus 0 (common on KubeRay) must still run them; there
+        # are only a handful (one per bucket and excluded/ part, debias, the audit) and nothing else runs then.
+        return ray.remote(fn).options(num_cpus=0, num_returns=num_returns, max_retries=2,
                                       scheduling_strategy=self.strategy).remote(*args)
 
     def get(self, ref):

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 from reference_release import balanced_sample as reference_sample
 from reference_release import duplicate_decisions
+from sampling_passes import balanced_sample
 
 from curation import dedup, sampling
 from curation.release_output import EXCLUDED_ROWS_PER_PART, excluded_file_name, excluded_part_count
@@ -112,27 +113,10 @@ def test_sampling_from_counts_and_ranks_equals_sorting_every_bucket(options, blo
     rows = sample_rows(3)
     seed = 11
     kept, dropped = reference_sample(rows, seed=seed, **options)
-    monthly = options.get("monthly_nonmembers", False)
-
-    def group(r):
-        return sampling.group_of(r["bucket"], r["label"], r["month"], monthly)
-
-    plans = sampling.plan_sample(Counter(group(r) for r in rows), per_bucket=options["per_bucket"],
-                                 balance=options.get("balance", True), monthly_nonmembers=monthly,
-                                 per_month=options.get("per_month"))
-    needed = {g: p.needed for g, p in plans.items() if p.needed}
-    smallest: dict = {}
-    for b in range(blocks):
-        ranks: dict = {}
-        for r in rows[b::blocks]:
-            ranks.setdefault(group(r), []).append(sampling.sample_rank(seed, r["document_id"]))
-        sampling.merge_smallest(smallest, sampling.smallest_ranks(ranks, needed), needed)
-    limits = sampling.thresholds(plans, smallest)
-    verdicts = {r["id"]: sampling.decide(sampling.sample_rank(seed, r["document_id"]), plans[group(r)],
-                                         limits[group(r)]) for r in rows}
-    assert {i for i, v in verdicts.items() if v is None} == {r["id"] for r in kept}
-    assert {i: v for i, v in verdicts.items() if v is not None} == {r["id"]: (reason, detail)
-                                                                    for r, reason, detail in dropped}
+    got_kept, got_dropped = balanced_sample(rows, seed=seed, blocks=blocks, **options)
+    assert {r["id"] for r in got_kept} == {r["id"] for r in kept}
+    assert {r["id"]: (reason, detail) for r, reason, detail in got_dropped} == {
+        r["id"]: (reason, detail) for r, reason, detail in dropped}
 
 
 def test_round_robin_takes_whole_rounds_then_months_in_order():

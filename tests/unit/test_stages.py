@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import random
-from collections import Counter
 from datetime import datetime, timezone
 
 import pytest
+from sampling_passes import balanced_sample
 
-from curation import sampling
 from curation import stages as st
 from curation.counts import ReconcileError, Tally, count_steps, reconcile
 from curation.dedup import MinHasher, dedup_drops
@@ -168,34 +167,6 @@ def test_bucket_rows_every_and_largest():
     assert all(row["text"].startswith(r["input"]) for r in every)
     assert [r["bucket"] for r in st.bucket_rows(row, [32, 64, 128, 256], "largest")] == [128]
     assert st.bucket_rows(labelled(2, 1, 20), [32, 64], "every") == []
-
-
-def balanced_sample(rows: list[dict], *, per_bucket, seed: int, balance: bool = True, monthly_nonmembers=False,
-                    per_month=None, blocks: int = 1):
-    """The sampling passes over `rows` cut into `blocks` blocks: counts, ranks merged across blocks, thresholds,
-    then each row alone. Returns (kept rows, [(row, reason, detail)])."""
-    def group(r):
-        return sampling.group_of(r["bucket"], r["label"], r["month"], monthly_nonmembers)
-
-    counts = Counter(group(r) for r in rows)
-    plans = sampling.plan_sample(counts, per_bucket=per_bucket, balance=balance,
-                                 monthly_nonmembers=monthly_nonmembers, per_month=per_month)
-    needed = {g: p.needed for g, p in plans.items() if p.needed}
-    smallest: dict = {}
-    for b in range(blocks):
-        ranks: dict = {}
-        for r in rows[b::blocks]:
-            ranks.setdefault(group(r), []).append(sampling.sample_rank(seed, r["document_id"]))
-        sampling.merge_smallest(smallest, sampling.smallest_ranks(ranks, needed), needed)
-    limits = sampling.thresholds(plans, smallest)
-    kept, dropped = [], []
-    for r in rows:
-        verdict = sampling.decide(sampling.sample_rank(seed, r["document_id"]), plans[group(r)], limits[group(r)])
-        if verdict is None:
-            kept.append(r)
-        else:
-            dropped.append((r, *verdict))
-    return kept, dropped
 
 
 def test_balanced_sample_is_seeded_balanced_and_order_free():
