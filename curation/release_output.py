@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from curation import sampling
-from curation.counts import ReconcileError, Tally, by_label_bucket, count_steps, reconcile
+from curation.counts import LABEL_NAMES, ReconcileError, Tally, by_label_bucket, count_steps, reconcile
 from curation.release import BENCHMARK_SCHEMA, PARQUET_OPTIONS, QUARANTINE_SCHEMA, data_file_name, sha256_file
 from curation.release_passes import EXCLUDED_SCHEMA, SAMPLED_SCHEMA, excluded_partition
 
@@ -116,7 +116,7 @@ def debias_task(cfg: Mapping[str, Any], parts: int, *sampled: pa.Table) -> tuple
                                      for d in dropped], schema=EXCLUDED_SCHEMA)
     step = {"step": "debias", "unit": "rows", "in": len(rows), "kept": len(kept),
             "dropped": dict(sorted(Counter(d["reason"] for d in dropped).items()))}
-    sampled_cells = Counter(({1: "member", 0: "nonmember"}[r["label"]], int(r["bucket"])) for r in kept)
+    sampled_cells = Counter((LABEL_NAMES[r["label"]], int(r["bucket"])) for r in kept)
     return kept_table, excluded, {"report": report, "step": step, "by_label_bucket": by_label_bucket(sampled_cells)}
 
 

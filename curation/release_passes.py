@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from curation import sampling
-from curation.counts import Tally
+from curation.counts import LABEL_NAMES, Tally
 from curation.document import utc
 from curation.stages import bucket_rows
 from curation.text import truncate_words
@@ -136,7 +136,7 @@ def release_block(block: pa.Table, drops: pa.Table, cfg: Mapping[str, Any],
             continue
         tally.candidates += len(fate)
         tally.bucketed_documents += 1
-        tally.survivors[{1: "member", 0: "nonmember"}[doc["label"]]] += 1
+        tally.survivors[LABEL_NAMES[doc["label"]]] += 1
         for r in fate:
             g = _group(r, monthly)
             verdict = sampling.decide(sampling.sample_rank(seed, r["document_id"]), plans[g], limits[g])

@@ -257,19 +257,6 @@ def _chunks(refs: list, n: int) -> list[list]:
     return [refs[i:i + size] for i in range(0, len(refs), size)]
 
 
-def _gather(remote_results, desc: str, progress: bool = True) -> Iterator:
-    """Results as they finish, with a progress bar."""
-    import ray
-    from tqdm import tqdm
-
-    pending = list(remote_results)
-    with tqdm(total=len(pending), desc=desc, disable=not progress) as bar:
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
-            yield ray.get(ready[0])
-            bar.update(1)
-
-
 def run_ray(cfg: Mapping[str, Any], stage: Path, log: Callable[[str], None]) -> dict:
     import ray
 
@@ -304,6 +291,7 @@ def _run_ray(cfg: Mapping[str, Any], source_cfg: dict, stage: Path, log: Callabl
     from curation.counts import Tally
     from curation.pipeline import BATCH_SIZE
     from curation.release_output import SamplePlan, finish_release
+    from jobs.task_map import gather
 
     # Planning runs as a task: staging a .7z decompresses the whole dump, which is a worker's job, not the driver's.
     shards = ray.get(ray.remote(num_cpus=TASK_CPUS, max_retries=1)(sources.shards).remote(source_cfg))
@@ -326,18 +314,19 @@ def _run_ray(cfg: Mapping[str, Any], source_cfg: dict, stage: Path, log: Callabl
 
     counts: Counter = Counter()
     documents_in = annotated.count()
-    for part in _gather([task(_count_task).remote(cfg, drops, *c) for c in chunks], "sampling: counts"):
+    for part in gather([task(_count_task).remote(cfg, drops, *c) for c in chunks], desc="sampling: counts"):
         counts.update(part)
     plan = SamplePlan.from_counts(counts, cfg, documents_in)
     if plan.needed:
         needed = ray.put(plan.needed)
-        for part in _gather([task(_ranks_task).remote(cfg, needed, drops, *c) for c in chunks], "sampling: ranks"):
+        for part in gather([task(_ranks_task).remote(cfg, needed, drops, *c) for c in chunks],
+                           desc="sampling: ranks"):
             plan.add_ranks(part)
     release = task(_release_task).options(num_returns=3)
     plans, limits = ray.put(plan.plans), ray.put(plan.limits())
     outputs = [release.remote(cfg, plans, limits, plan.excluded_parts, drops, *c) for c in chunks]
     tally = Tally()
-    for part in _gather([o[2] for o in outputs], "release: decide"):
+    for part in gather([o[2] for o in outputs], desc="release: decide"):
         tally += part
     log(f"decided {tally.documents_in} documents: {tally.candidates} bucket rows, {tally.rows_out} sampled")
     return finish_release(cfg, stage, tally, [o[1] for o in outputs], [o[0] for o in outputs],

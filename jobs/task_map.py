@@ -11,11 +11,18 @@ def ray_task_map(fn: Callable, calls: Sequence[Mapping], shared: Mapping, *, des
     """fn(shared, **call) for every call as a Ray task; `shared` goes through the object store once, not once per
     task. Yields each result as its task finishes (in any order). Needs a running Ray."""
     import ray
-    from tqdm import tqdm
 
     remote = ray.remote(num_cpus=num_cpus, max_retries=max_retries)(fn)
     shared_ref = ray.put(dict(shared))
-    pending = [remote.remote(shared_ref, **call) for call in calls]
+    yield from gather([remote.remote(shared_ref, **call) for call in calls], desc=desc, progress=progress)
+
+
+def gather(pending: Sequence, *, desc: str, progress: bool = True) -> Iterator:
+    """The results of submitted tasks (object references) as they finish, in any order, with a progress bar."""
+    import ray
+    from tqdm import tqdm
+
+    pending = list(pending)
     with tqdm(total=len(pending), desc=desc, disable=not progress) as bar:
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
