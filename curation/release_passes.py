@@ -54,9 +54,14 @@ def drops_table(drops: list[Mapping[str, Any]]) -> pa.Table:
     return pa.Table.from_pylist([{k: d[k] for k in DROPS_SCHEMA.names} for d in drops], schema=DROPS_SCHEMA)
 
 
+def hash_partition(key: str | bytes, parts: int) -> int:
+    """A stable partition for a key (crc32): the dedup groupbys' partitions and the excluded/ part files."""
+    return zlib.crc32(key if isinstance(key, bytes) else key.encode("utf-8")) % parts if parts > 1 else 0
+
+
 def excluded_partition(document_id: str, parts: int) -> int:
     """Which excluded/ part file an exclusion goes to: a stable hash of its id."""
-    return zlib.crc32(document_id.encode("utf-8")) % parts if parts > 1 else 0
+    return hash_partition(document_id, parts)
 
 
 def _documents(block: pa.Table, drops: pa.Table, cfg: Mapping[str, Any]) -> Iterator[tuple[int, dict, Any]]:

@@ -74,15 +74,12 @@ def _annotate_batch(batch, cfg_json: str):
 
 def _with_partition(batch, field: str, partitions: int):
     """The keys (one fixed schema: every block of a shuffle must match) and their hash partition."""
-    import zlib
-
     import pyarrow as pa
 
-    from curation.release_passes import KEY_SCHEMA
+    from curation.release_passes import KEY_SCHEMA, hash_partition
 
     batch = batch.select(KEY_SCHEMA.names).cast(KEY_SCHEMA)
-    values = batch.column(field).to_pylist()
-    keys = [zlib.crc32(v.encode("utf-8")) % partitions for v in values]
+    keys = [hash_partition(v, partitions) for v in batch.column(field).to_pylist()]
     return batch.append_column("_part", pa.array(keys, pa.int32()))
 
 
@@ -112,17 +109,17 @@ def _decide_partition(table, check: str):
 
 
 def _band_entries(batch, bands: int, partitions: int):
-    import zlib
-
     import pyarrow as pa
 
     from curation.dedup import band_entries
+    from curation.release_passes import hash_partition
 
     entries = list(band_entries(batch.to_pylist(), bands))
     table = pa.Table.from_pylist(entries, schema=pa.schema([
         ("band", pa.binary()), ("created_us", pa.int64()), ("id", pa.string()), ("row_no", pa.int64()),
         ("minhash", pa.binary())]))
-    return table.append_column("_part", pa.array([zlib.crc32(e["band"]) % partitions for e in entries], pa.int32()))
+    return table.append_column("_part", pa.array([hash_partition(e["band"], partitions) for e in entries],
+                                                pa.int32()))
 
 
 _EDGE_FIELDS = [("a_us", "int64"), ("a_id", "string"), ("a_row", "int64"), ("b_us", "int64"), ("b_id", "string"),
