@@ -92,7 +92,12 @@ class SourceQuarantine(Stage):
 class TimeCutoff(Stage):
     """Members: created before `member_before` with no thread activity from then on (`meta.activity_at`, where a
     source knows it: answers and edits for Stack Exchange). Non-members: created on or after `nonmember_after`
-    (and before `nonmember_before` when set). Everything else is dropped with the reason why."""
+    (and before `nonmember_before` when set). Everything else is dropped with the reason why.
+
+    A source that dates documents by evidence rather than by a creation time (the Wikipedia dump source: "in the
+    dump before the cutoff", "new since it") restricts each document to the label that evidence supports with
+    `meta.label_allowed` (1 or 0). A document whose created_at would give it the other label is dropped
+    (`contradicts_source_dating`), never relabelled."""
 
     name = "cutoff"
     requires = ("created_at", "meta")
@@ -104,16 +109,21 @@ class TimeCutoff(Stage):
         self.nonmember_after = utc(nonmember_after)
         self.nonmember_before = utc(nonmember_before) if nonmember_before else None
 
+    def _time_label(self, row: Row, created: datetime) -> int | None:
+        if created < self.member_before:
+            return MEMBER if self._activity(row, created) < self.member_before else None
+        if created >= self.nonmember_after and (self.nonmember_before is None or created < self.nonmember_before):
+            return NONMEMBER
+        return None
+
     def annotate(self, row: Row) -> dict[str, Any]:
         created = row.get("created_at")
         if created is None:
             return {"label": None, "month": ""}
         created = utc(created)
-        if created < self.member_before:
-            label = MEMBER if self._activity(row, created) < self.member_before else None
-        elif created >= self.nonmember_after and (self.nonmember_before is None or created < self.nonmember_before):
-            label = NONMEMBER
-        else:
+        label = self._time_label(row, created)
+        allowed = (row.get("meta") or {}).get("label_allowed")
+        if allowed is not None and label is not None and label != int(allowed):
             label = None
         return {"label": label, "month": created.strftime("%Y-%m")}
 
@@ -129,6 +139,9 @@ class TimeCutoff(Stage):
         if created is None:
             return False, "missing_date"
         created = utc(created)
+        if self._time_label(row, created) is not None:  # only a source's label_allowed turns a label down
+            allowed = (row.get("meta") or {}).get("label_allowed")
+            return False, "contradicts_source_dating", f"label_allowed={allowed}, created_at={created.isoformat()}"
         if created < self.member_before:
             return False, "member_active_after_cutoff", f"activity_at={self._activity(row, created).isoformat()}"
         if created < self.nonmember_after:

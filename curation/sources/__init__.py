@@ -36,6 +36,7 @@ SOURCE_MODULES = {
     "files": "curation.sources.files",
     "arxiv": "curation.sources.arxiv",
     "wikipedia": "curation.sources.wikipedia",
+    "wikipedia_dump": "curation.sources.wikipedia_dump",
 }
 
 

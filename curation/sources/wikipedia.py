@@ -49,13 +49,11 @@ from bs4 import BeautifulSoup
 
 from curation.document import Document, utc
 from curation.sources.http import Fetch, HttpError, JsonClient
+from curation.sources.wikitext import STOP_SECTIONS  # one list of apparatus headings for both Wikipedia sources
 
 STAGE = "source.wikipedia"
 DEFAULT_USER_AGENT = "tidemark/0.1 (membership-inference benchmark builder; set source.user_agent to your contact)"
 CATEGORY_NS, ARTICLE_NS = 14, 0
-# Sections after which an article is apparatus rather than prose.
-STOP_SECTIONS = {"see also", "references", "notes", "external links", "further reading", "sources",
-                 "bibliography", "footnotes", "citations", "notes and references"}
 # Rendered boxes and apparatus that are not prose (class names of MediaWiki's and enwiki's templates).
 DROP_CLASSES = {"infobox", "navbox", "vertical-navbox", "hatnote", "reflist", "references", "reference",
                 "mw-editsection", "thumb", "ambox", "metadata", "noprint", "toc", "shortdescription",

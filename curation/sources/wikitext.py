@@ -1,0 +1,139 @@
+"""Wikitext -> plain prose, with mwparserfromhell's parse tree (no hand-written markup regexes).
+
+What the text keeps matches `wikipedia.html_to_text` (the API source's rendered-HTML path) as closely as raw
+wikitext allows, so members and non-members from the two sources read alike:
+- paragraphs and list items, each a block, blocks joined by a blank line, whitespace collapsed inside a block;
+- link text ([[Target|text]] -> text, [[Target]] -> Target), bold/italic and other inline formatting unwrapped;
+- nothing from the apparatus: templates (infoboxes, citations, navboxes), <ref>s, tables, galleries, math,
+  file/category links, comments, headings; and nothing after the first level-2 heading that opens an apparatus
+  section (See also, References, ...).
+Templates are not expanded (there is no template database in a dump); the few that wrap prose ({{nowrap|..}},
+{{lang|xx|..}}, {{ill|..}}) keep their text, every other one is dropped. This is the same caveat as the API
+path's, from the other side: an inline {{convert}} or date template leaves a gap in the sentence.
+
+Wikitext that the parser leaves unbalanced ("{{" without "}}", "[[" without "]]", a "{|" table without "|}")
+shows up as markup in the text: `text_or_reason` reports it as `wikitext_residue` instead of passing markup on.
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+import mwparserfromhell
+from mwparserfromhell import nodes
+
+# Sections after which an article is apparatus rather than prose (the API source stops at the same headings).
+STOP_SECTIONS = {"see also", "references", "notes", "external links", "further reading", "sources",
+                 "bibliography", "footnotes", "citations", "notes and references"}
+# Cut the wikitext at the first such level-2 heading before parsing: nothing after it is kept, and the reference
+# lists and navboxes there are often most of a page's markup. Only finds the split point; the parser does the rest.
+_STOP_HEADING = re.compile(r"^==\s*(?:" + "|".join(re.escape(s) for s in sorted(STOP_SECTIONS)) + r")\s*==\s*$",
+                           re.IGNORECASE | re.MULTILINE)
+# Inline tags whose contents are prose; every other tag (ref, table, gallery, math, ...) is dropped whole.
+PROSE_TAGS = {"b", "i", "u", "em", "strong", "small", "big", "sub", "sup", "span", "abbr", "font", "code", "tt",
+              "var", "cite", "q", "blockquote", "p", "div", "center", "mark", "ins", "nowiki", "noinclude", "bdi",
+              "li", "dd", "dt", "ul", "ol", "dl", "s", "del", "poem"}
+BLOCK_TAGS = {"li", "dd", "dt", "p", "div", "blockquote", "poem"}
+LINK_NAMESPACES_DROPPED = {"file", "image", "media", "category"}
+# Templates that wrap prose: name -> the positional parameter holding the text.
+PROSE_TEMPLATES = {"nowrap": "1", "nobr": "1", "lang": "2", "ill": "1", "transl": "2", "sic": "1"}
+_RESIDUE = ("{{", "}}", "[[", "]]", "{|", "|}")
+_MAGIC_WORD = re.compile(r"__[A-Z]+__")
+
+
+def _name(value) -> str:
+    return str(value).strip().lower().replace("_", " ")
+
+
+def _node_text(node) -> str:
+    if isinstance(node, nodes.Text):
+        return _MAGIC_WORD.sub("", node.value)
+    if isinstance(node, nodes.Wikilink):
+        title = str(node.title).strip()
+        if title.startswith(":"):  # [[:Category:X]] is a link to the category page, shown as text
+            title = title[1:]
+        elif title.split(":", 1)[0].strip().lower() in LINK_NAMESPACES_DROPPED:
+            return ""
+        return _nodes_text(node.text.nodes) if node.text is not None else title
+    if isinstance(node, nodes.Tag):
+        tag = _name(node.tag)
+        if tag == "br":
+            return "\n"
+        if node.wiki_markup and tag in BLOCK_TAGS:  # "* ", "# ", ": ": the item's text follows as siblings
+            return "\n\n"
+        if tag not in PROSE_TAGS or node.self_closing or node.contents is None:
+            return ""
+        inner = _nodes_text(node.contents.nodes)
+        return f"\n\n{inner}\n\n" if tag in BLOCK_TAGS else inner
+    if isinstance(node, nodes.HTMLEntity):
+        return node.normalize()
+    if isinstance(node, nodes.ExternalLink):
+        return _nodes_text(node.title.nodes) if node.brackets and node.title is not None else ""
+    if isinstance(node, nodes.Template):
+        param = PROSE_TEMPLATES.get(_name(node.name))
+        if param and node.has(param):
+            return _nodes_text(node.get(param).value.nodes)
+        return ""
+    return ""  # comments, arguments, headings inside tags
+
+
+def _nodes_text(items: Iterable) -> str:
+    return "".join(_node_text(n) for n in items)
+
+
+def _blocks(raw: str) -> str:
+    blocks = (" ".join(b.split()) for b in re.split(r"\n\s*\n", raw))
+    return "\n\n".join(b for b in blocks if b)
+
+
+def _split_at_stop(wikitext: str) -> tuple[str, str]:
+    stop = _STOP_HEADING.search(wikitext)
+    return (wikitext[:stop.start()], wikitext[stop.start():]) if stop else (wikitext, "")
+
+
+def _code_text(code) -> str:
+    out: list[str] = []
+    for node in code.nodes:
+        if isinstance(node, nodes.Heading):
+            if node.level == 2 and _name(node.title) in STOP_SECTIONS:
+                break  # a stop heading the split point missed (extra markup around its title)
+            out.append("\n\n")
+        else:
+            out.append(_node_text(node))
+    return _blocks("".join(out))
+
+
+def wikitext_to_text(wikitext: str) -> str:
+    """Plain prose of an article's wikitext (see the module docstring). Raises what the parser raises."""
+    return _code_text(mwparserfromhell.parse(_split_at_stop(wikitext)[0]))
+
+
+def _skip_template(code, tail: str, skip_templates: set[str]) -> str | None:
+    hit = sorted({_name(t.name) for t in code.filter_templates(recursive=False)} & skip_templates)
+    if hit:
+        return hit[0]
+    # Disambiguation markers usually close the page, after any See also: look for them in the unparsed tail.
+    tail = " ".join(tail.lower().replace("_", " ").split())
+    return next((name for name in sorted(skip_templates)
+                 if f"{{{{{name}}}}}" in tail or f"{{{{{name}|" in tail or f"{{{{ {name}" in tail), None)
+
+
+def text_or_reason(wikitext: str, skip_templates: set[str] = frozenset()) -> tuple[str, str | None, str]:
+    """(text, None, "") for a usable article, else ("", reason, detail): `skip_template` (a disambiguation page
+    and the like), `wikitext_unparsable`, `wikitext_residue` (unbalanced markup left in the text), `empty_text`."""
+    head, tail = _split_at_stop(wikitext)
+    try:
+        code = mwparserfromhell.parse(head)
+        hit = _skip_template(code, tail, skip_templates) if skip_templates else None
+        if hit:
+            return "", "skip_template", hit
+        text = _code_text(code)
+    except Exception as exc:  # noqa: BLE001 - a parser failure is this page's problem, not the job's
+        return "", "wikitext_unparsable", f"{type(exc).__name__}: {exc}"[:300]
+    residue = next((r for r in _RESIDUE if r in text), None)
+    if residue:
+        at = text.index(residue)
+        return "", "wikitext_residue", f"{residue!r} left in the text: ...{text[max(0, at - 40):at + 40]}..."
+    if not text:
+        return "", "empty_text", f"{len(wikitext)} characters of wikitext, no prose"
+    return text, None, ""
