@@ -68,9 +68,7 @@ def dump_date(spec: Mapping[str, Any]) -> datetime:
         if not m:
             raise ValueError(f"{spec['path']}: no YYYYMMDD in the file name; set the dump's `date`")
         value = date(int(m[1]), int(m[2]), int(m[3]))
-    if isinstance(value, date) and not isinstance(value, datetime):
-        value = datetime(value.year, value.month, value.day)
-    return utc(value)
+    return utc(value)  # a YAML date or a date: its midnight UTC
 
 
 def dumps(cfg: Mapping[str, Any]) -> dict[str, dict]:
@@ -86,18 +84,12 @@ def dumps(cfg: Mapping[str, Any]) -> dict[str, dict]:
     if after <= before:
         raise ValueError(f"dump_after ({after.date()}) must be taken after dump_before ({before.date()})")
     nonmember_after = (cfg.get("cutoffs") or {}).get("nonmember_after")
-    if nonmember_after and utc(_as_dt(nonmember_after)) > before:
+    if nonmember_after and utc(nonmember_after) > before:
         raise ValueError(
             f"non-members are pages new since dump_before ({before.date()}), so they are only known to be created "
             f"after {before.date()}; cutoffs.nonmember_after={nonmember_after} is later, which would drop them all. "
             f"Set cutoffs.nonmember_after <= {before.date()}, or take dump_before on or after {nonmember_after}.")
     return out
-
-
-def _as_dt(value: Any) -> datetime:
-    if isinstance(value, date) and not isinstance(value, datetime):
-        return datetime(value.year, value.month, value.day)
-    return value if isinstance(value, datetime) else datetime.fromisoformat(str(value).replace("Z", "+00:00"))
 
 
 # ---------------------------------------------------------------- planning: indexes -> shards of streams
@@ -161,11 +153,13 @@ def shards(source_cfg: Mapping[str, Any]) -> list[dict]:
     for role in ROLES:
         dump = planned["dumps"][role]
         run: list[list] = []
+        pages = 0
         for stream in dump["streams"]:
             run.append(stream)
-            if sum(s[2] for s in run) >= size:
+            pages += stream[2]
+            if pages >= size:
                 out.append(_shard(cfg, role, dump, planned, run))
-                run = []
+                run, pages = [], 0
         if run:
             out.append(_shard(cfg, role, dump, planned, run))
     return out
@@ -193,7 +187,7 @@ def _quarantine(doc_id: str, title: str, url: str, reason: str, detail: str,
                     meta={"quarantine": {"stage": STAGE, "reason": reason, "detail": detail[:500]}})
 
 
-def _page_elements(data: bytes, offset: int):
+def _page_elements(data: bytes):
     """(element or None, raw bytes) per <page> of a decompressed stream. A stream whose XML does not parse as a
     whole is split at </page> and its pages parsed one by one, so one broken page costs only itself."""
     from lxml import etree
@@ -243,23 +237,23 @@ def iter_shard(cfg: Mapping[str, Any]) -> Iterator[Document]:
                 data = multistream.read_stream(fh, length)
         except (multistream.StreamError, OSError) as exc:
             for k in range(expected):
-                yield _quarantine(f"wikipedia:{lang}:unreadable@{offset}#{k}", "", "", "stream_unreadable",
+                yield _quarantine(f"wikipedia:{lang}:{role}@{offset}#{k}", "", "", "stream_unreadable",
                                   f"{lost}: {exc}")
             continue
         found = 0
-        for n, (page, raw) in enumerate(_page_elements(data, offset)):
+        for n, (page, raw) in enumerate(_page_elements(data)):
             if page is None:
                 page_id = _raw_page_id(raw)
                 found += 1
-                yield _quarantine(f"wikipedia:{lang}:{page_id}" if page_id else f"wikipedia:{lang}:broken@{offset}#{n}",
-                                  "", "", "broken_page_xml", f"{where}: stream at byte {offset}: {raw[:200]!r}")
+                doc_id = f"wikipedia:{lang}:{page_id}" if page_id else f"wikipedia:{lang}:{role}@{offset}#broken{n}"
+                yield _quarantine(doc_id, "", "", "broken_page_xml", f"{where}: stream at byte {offset}: {raw[:200]!r}")
                 continue
             if page.findtext("ns") != "0" or int(page.findtext("id") or -1) <= min_id:
                 continue  # not a candidate: planning counted it from the index and never expects it
             found += 1
             yield _page_document(page, lang, shard, skip, where)
         for k in range(max(0, expected - found)):
-            yield _quarantine(f"wikipedia:{lang}:missing@{offset}#{k}", "", "", "missing_from_stream",
+            yield _quarantine(f"wikipedia:{lang}:{role}@{offset}#missing{k}", "", "", "missing_from_stream",
                               f"{lost}: {found} found")
 
 

@@ -221,4 +221,4 @@ def test_broken_page_xml_costs_only_that_page_and_missing_pages_are_counted(tmp_
     cfg = {"kind": "wikipedia_dump", "dump_before": {"path": str(dump)}, "dump_after": {"path": str(after)}}
     got = outcome(wd.iter_documents(cfg))
     assert got == {"wikipedia:en:1": "in_dump_before", "wikipedia:en:2": "broken_page_xml",
-                   "wikipedia:en:3": "in_dump_before", f"wikipedia:en:missing@{o2}#0": "missing_from_stream"}
+                   "wikipedia:en:3": "in_dump_before", f"wikipedia:en:dump_before@{o2}#missing0": "missing_from_stream"}
