@@ -18,12 +18,14 @@ import numpy as np
 import typer
 
 from jobs.ledger import quarantine_table
+from jobs import served_model as served_opts
 from jobs.report_cli import run_and_print_report
+from jobs.served_model import ServedFields, drop_full_distribution, run_record
 
 
 
 @dataclass
-class AuditConfig:
+class AuditConfig(ServedFields):
     target: str
     model: str
     out: str
@@ -69,13 +71,13 @@ def resolve_detector(spec: str, ref_model: str | None):
     return method
 
 
-def audit_spec(cfg: AuditConfig, method):
+def audit_spec(cfg: AuditConfig, method, served=None):
     """What the audit asks of the scoring pool: the target model's views, and the reference model's if needed."""
     from jobs.scoring_pool import ModelBranch, ScoringSpec
     from scoring.tasks import hooks_from_env
 
     views = ("original", *[v for v in method.needs if v not in ("ref", "token_freq")])
-    branches = [ModelBranch(cfg.model, views)]
+    branches = [served.branch(views) if served else ModelBranch(cfg.model, views)]
     if "ref" in method.needs:
         branches.append(ModelBranch(cfg.ref_model, ("original",), rename_original="ref"))
     return ScoringSpec(tuple(branches), context=cfg.context, stride=cfg.stride, max_batch_size=cfg.batch_size,
@@ -135,6 +137,8 @@ def run_audit(cfg: AuditConfig) -> dict:
     t0 = time.perf_counter()
     phases = PhaseClock()
     method = _validate(cfg)
+    served = cfg.served()  # a served model is probed once, before anything else (a few requests)
+    drop_full_distribution([method], method.column, served)  # refused over an API unless topk= accepts it
     dest, out = open_output(cfg.out)  # a local directory or an s3:// prefix; `_SUCCESS` is written last
     files, _ = document_files(cfg.target)
     benchmark = all(f.suffix.lower() in ROW_SUFFIXES for f in files)
@@ -154,7 +158,7 @@ def run_audit(cfg: AuditConfig) -> dict:
                            f"({sum(s['documents_quarantined'] for s in staged if s['role'] == 'target')} quarantined)")
 
     scoring = Location(dest.child("scoring"))
-    ref_freq = token_freq_from_corpus(cfg.model, cfg.ref_corpus) if (
+    ref_freq = token_freq_from_corpus(cfg.tokenizer_path, cfg.ref_corpus) if (
         "token_freq" in method.needs and cfg.ref_corpus) else None
     settings = {k: v for k, v in asdict(cfg).items() if k in (
         "detector", "snippets", "snippet_words", "min_words", "seed", "context", "stride", "batch_size",
@@ -164,12 +168,13 @@ def run_audit(cfg: AuditConfig) -> dict:
         from jobs.shards import sha256_bytes
 
         freq = None if token_freq is None else sha256_bytes(np.ascontiguousarray(token_freq).tobytes())
-        return _digest({"settings": settings, "model": model_identity(cfg.model),
+        return _digest({"settings": settings,
+                        "model": served.identity() if served else model_identity(cfg.model),
                         "ref_model": model_identity(cfg.ref_model), "token_freq": freq, "tool": tool_version()})
 
     run = score_benchmark(benchmark=dest.child("_staging/snippets"), requester_pays=False,
-                          rows_per_part=cfg.shard_size, dest=scoring, spec_for=lambda _: audit_spec(cfg, method),
-                          methods=[method], seed=cfg.seed, count_tokens_of=cfg.model if "token_freq" in method.needs
+                          rows_per_part=cfg.shard_size, dest=scoring, spec_for=lambda _: audit_spec(cfg, method, served),
+                          methods=[method], seed=cfg.seed, count_tokens_of=cfg.tokenizer_path if "token_freq" in method.needs
                           else None, token_freq=ref_freq, fingerprint_for=fingerprint, progress=cfg.progress)
     run.ledger.check("audit scoring")
     phases.lap("score (workers)")
@@ -296,7 +301,7 @@ def run_audit(cfg: AuditConfig) -> dict:
         "documents_listed": f"{len(doc_rows)} of {documents.num_rows} (all in documents.parquet)",
         "warnings": warnings, "plots": plots, "quarantine_reasons": _reason_counts(quarantine, staged),
         "parts": run.stats, "config": asdict(cfg), "seconds": round(time.perf_counter() - t0, 2),
-        "phases_s": phases.laps,
+        "phases_s": phases.laps, "served_model": run_record(served, run.stats.get("api")),
     }
     (out / "report.json").write_text(json.dumps(report, indent=2, default=float))
     (out / "report.md").write_text(report_markdown(report))
@@ -342,7 +347,8 @@ def register(app: typer.Typer) -> None:
         target: str = typer.Option(..., "--target", "--corpus",
                                    help="what to audit: a folder (recursive) or glob of .txt documents, or a jsonl/Parquet "
                                         "benchmark (GSM8K-style question/answer, or text/input; one row = one example)"),
-        model: str = typer.Option(..., help="HF causal LM: local dir, hub id, FILE.gguf, DIR::FILE.gguf, or `smollm2`"),
+        model: str = typer.Option(..., help="HF causal LM: local dir, hub id, FILE.gguf, DIR::FILE.gguf, or `smollm2`; "
+                                  "with --api-base, the served model's name"),
         out: str = typer.Option(..., help="output directory (report.json, report.md, plots, snippets.parquet)"),
         calibration: Optional[str] = typer.Option(
             None, help="labelled calibration benchmark (jsonl/Parquet/release; `label` 1 = member); one row = one snippet"),
@@ -373,6 +379,13 @@ def register(app: typer.Typer) -> None:
         report_documents: int = typer.Option(1000, min=1, help="documents listed with evidence in report.json "
                                              "(the highest max scores when there are more; documents.parquet has all)"),
         quiet: bool = typer.Option(False, help="no progress bars"),
+        api_base: Optional[str] = served_opts.API_BASE,
+        tokenizer: Optional[str] = served_opts.TOKENIZER,
+        api_logprobs: str = served_opts.API_LOGPROBS,
+        api_top_logprobs: int = served_opts.API_TOP_LOGPROBS,
+        api_concurrency: int = served_opts.API_CONCURRENCY,
+        api_rps: float = served_opts.API_RPS,
+        api_max_retries: int = served_opts.API_MAX_RETRIES,
     ):
         """Estimate how much of a corpus or benchmark a model trained on: calibrated per-document contamination
         rates with CIs, the corpus mean, the FPR-corrected share, and evidence (top snippets, 13-gram overlap)."""
@@ -389,5 +402,8 @@ def register(app: typer.Typer) -> None:
                           ngram=ngram, top_k=top_k, ci=ci, n_bootstrap=n_bootstrap, seed=seed, actors=actors,
                           gpus_per_actor=gpus_per_actor, batch_size=batch_size, context=context, stride=stride,
                           ref_model=ref_model, ref_corpus=ref_corpus, shard_size=shard_size,
-                          report_documents=report_documents, progress=not quiet)
+                          report_documents=report_documents, progress=not quiet, api_base=api_base,
+                          tokenizer=tokenizer, api_logprobs=api_logprobs, api_top_logprobs=api_top_logprobs,
+                          api_concurrency=api_concurrency, api_rps=api_rps,
+                          api_max_retries=api_max_retries)
         run_and_print_report(run_audit, cfg)

@@ -13,11 +13,13 @@ from typing import Optional
 import numpy as np
 import typer
 
+from jobs import served_model as served_opts
+from jobs.served_model import ServedFields
 from jobs.report_cli import run_and_print_report
 
 
 @dataclass
-class EvaluateConfig:
+class EvaluateConfig(ServedFields):
     benchmark: str
     model: str
     out: str
@@ -38,10 +40,10 @@ class EvaluateConfig:
     resume: bool = True  # reuse finished shards; a finished job with the same fingerprint is a no-op
     requester_pays: bool = False  # reading an s3:// benchmark from a requester-pays bucket
     blind_sample: int = 20_000  # rows the blind baseline is fitted on at most (a seeded sample above that)
-    extra: dict = field(default_factory=dict)
 
 
-def resolve_methods(cfg: EvaluateConfig):
+def resolve_methods(cfg: EvaluateConfig, served=None):
+    from jobs.served_model import drop_full_distribution
     from scoring.detectors import parse_methods
 
     methods = parse_methods(cfg.methods)
@@ -49,7 +51,7 @@ def resolve_methods(cfg: EvaluateConfig):
         if any(m.name == "ref" for m in methods) and cfg.methods not in ("all", None):
             raise typer.BadParameter("detector 'ref' needs --ref-model")
         methods = [m for m in methods if m.name != "ref"]
-    return methods
+    return drop_full_distribution(methods, cfg.methods, served)
 
 
 def _ensure_ray():
@@ -90,12 +92,12 @@ def input_identity(benchmark: str, requester_pays: bool) -> list:
     return out
 
 
-def evaluate_spec(cfg: EvaluateConfig, views: tuple[str, ...], prefix_text: str | None):
+def evaluate_spec(cfg: EvaluateConfig, views: tuple[str, ...], prefix_text: str | None, served=None):
     """What evaluate asks of the scoring pool."""
     from jobs.scoring_pool import ModelBranch, ScoringSpec
     from scoring.tasks import hooks_from_env
 
-    branches = [ModelBranch(cfg.model, tuple(views))]
+    branches = [served.branch(views) if served else ModelBranch(cfg.model, tuple(views))]
     if cfg.ref_model:
         branches.append(ModelBranch(cfg.ref_model, ("original",), rename_original="ref"))
     return ScoringSpec(tuple(branches), prefix_text=prefix_text, context=cfg.context, stride=cfg.stride,
@@ -113,6 +115,7 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     from jobs.part_scoring import score_benchmark
     from jobs.part_store import read_parts
     from jobs.redact import redact
+    from jobs.served_model import run_record
     from scoring.evaluation import compute_metrics, save_token_freq, write_outputs
     from scoring.views import ORIGINAL, PREFIXED
 
@@ -120,12 +123,13 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     dest = sharding.output_location(cfg)  # a local directory or an s3:// prefix
     out = sharding.local_output_dir(dest)  # where the driver makes its files: OUT itself, or a staging dir for S3
     phases = PhaseClock()  # wall time per stage, in run.json: where a slow job spends its time
-    methods = resolve_methods(cfg)
+    served = cfg.served()  # a served model is probed once, before anything else (a few requests)
+    methods = resolve_methods(cfg, served)
     needs = sorted({v for m in methods for v in m.needs})
     views = (ORIGINAL, *[v for v in needs if v not in ("ref", "token_freq")])
     job_fp = sharding._digest({"settings": {k: v for k, v in asdict(cfg).items()
                                             if k not in sharding.JOB_FIELDS_IGNORED},
-                               "model": sharding.model_identity(cfg.model),
+                               "model": served.identity() if served else sharding.model_identity(cfg.model),
                                "ref_model": sharding.model_identity(cfg.ref_model),
                                "ref_corpus": sharding.model_identity(cfg.ref_corpus) if cfg.ref_corpus else None,
                                "input": input_identity(cfg.benchmark, cfg.requester_pays),
@@ -138,7 +142,7 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     phases.lap("plan")
     ref_freq = None
     if "token_freq" in needs and cfg.ref_corpus:
-        ref_freq = token_freq_from_corpus(cfg.model, cfg.ref_corpus)
+        ref_freq = token_freq_from_corpus(cfg.tokenizer_path, cfg.ref_corpus)
     _ensure_ray()
     phases.lap("Ray start-up (or connect)")
     blind: dict = {}
@@ -151,15 +155,16 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     def fingerprint(prefix_text, prefix_ids, token_freq):
         freq = None if token_freq is None else sharding.sha256_bytes(np.ascontiguousarray(token_freq).tobytes())
         return sharding._digest({"scoring": sharding.scoring_fingerprint(cfg, views, prefix_text),
+                                 "served": served.identity() if served else None,
                                  "methods": [m.column for m in methods], "prefix_ids": list(prefix_ids),
                                  "token_freq": freq, "plane": 2})
 
     try:
         run = score_benchmark(
             benchmark=str(cfg.benchmark), requester_pays=cfg.requester_pays, rows_per_part=cfg.shard_size, dest=dest,
-            spec_for=lambda text: evaluate_spec(cfg, views, text), methods=methods, seed=cfg.seed,
+            spec_for=lambda text: evaluate_spec(cfg, views, text, served), methods=methods, seed=cfg.seed,
             prefix_shots=cfg.recall_shots if PREFIXED in views else 0,
-            count_tokens_of=cfg.model if "token_freq" in needs else None, token_freq=ref_freq,
+            count_tokens_of=cfg.tokenizer_path if "token_freq" in needs else None, token_freq=ref_freq,
             fingerprint_for=fingerprint, resume=cfg.resume, progress=cfg.progress, on_planned=start_blind)
     except BaseException:
         if "job" in blind:
@@ -194,7 +199,8 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
                        "recall_prefix_ids": sorted(run.prefix_ids), "seconds": round(time.perf_counter() - t0, 2),
                        "parts": run.stats, "survey": run.survey, "fingerprint": job_fp,
                        "blind_baseline": blind_res["source"] if blind_res else None,
-                       "blind_baseline_sample": (blind_res or {}).get("sample"), "phases_s": phases.laps})
+                       "blind_baseline_sample": (blind_res or {}).get("sample"), "phases_s": phases.laps,
+                       "served_model": run_record(served, run.stats.get("api"))})
     report = write_outputs(out, scores, metrics, methods, run_info, blind_res["auc"] if blind_res else None,
                            write_scores=False)
     phases.lap("report and plots")
@@ -220,7 +226,8 @@ def register(app: typer.Typer) -> None:
     @app.command("evaluate")
     def evaluate(
         benchmark: str = typer.Option(..., help="jsonl or Parquet with `input`, `label` (1 = member), optional `bucket`/`id`; or a release dir"),
-        model: str = typer.Option(..., help="HF causal LM: local dir, hub id, FILE.gguf, DIR::FILE.gguf, or `smollm2`"),
+        model: str = typer.Option(..., help="HF causal LM: local dir, hub id, FILE.gguf, DIR::FILE.gguf, or `smollm2`; "
+                                  "with --api-base, the served model's name"),
         out: str = typer.Option(..., help="output directory or s3:// prefix (complete when _SUCCESS is there)"),
         ref_model: Optional[str] = typer.Option(None, help="reference model for the `ref` detector"),
         methods: str = typer.Option("all", help="comma-separated detectors, params with @: `loss,min_k@k=0.1,pac@n=3`"),
@@ -244,11 +251,21 @@ def register(app: typer.Typer) -> None:
                                          "is fitted on at most this many rows: a seeded sample above it, recorded "
                                          "in run.json (its cross-validated TF-IDF fits cost ~4.5 s per 1k rows "
                                          "on one core)"),
+        api_base: Optional[str] = served_opts.API_BASE,
+        tokenizer: Optional[str] = served_opts.TOKENIZER,
+        api_logprobs: str = served_opts.API_LOGPROBS,
+        api_top_logprobs: int = served_opts.API_TOP_LOGPROBS,
+        api_concurrency: int = served_opts.API_CONCURRENCY,
+        api_rps: float = served_opts.API_RPS,
+        api_max_retries: int = served_opts.API_MAX_RETRIES,
     ):
         """Score a membership benchmark with every detector from one forward pass per view, on a Ray actor pool."""
         cfg = EvaluateConfig(benchmark=benchmark, model=model, out=out, ref_model=ref_model, methods=methods,
                              actors=actors, gpus_per_actor=gpus_per_actor, batch_size=batch_size, context=context,
                              stride=stride, recall_shots=recall_shots, ref_corpus=ref_corpus, calibrate=calibrate,
                              seed=seed, progress=not quiet, shard_size=shard_size, resume=resume,
-                             requester_pays=requester_pays, blind_sample=blind_sample)
+                             requester_pays=requester_pays, blind_sample=blind_sample, api_base=api_base,
+                             tokenizer=tokenizer, api_logprobs=api_logprobs, api_top_logprobs=api_top_logprobs,
+                             api_concurrency=api_concurrency, api_rps=api_rps,
+                          api_max_retries=api_max_retries)
         run_and_print_report(run_evaluate, cfg)

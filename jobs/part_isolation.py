@@ -94,6 +94,11 @@ class Isolator:
                 self.single_failures_in_a_row = 0
                 return out
             except Exception as exc:  # noqa: BLE001
+                from jobs.part_scoring import served_model_gone
+                from scoring.api.client import ApiFatal
+
+                if served_model_gone(exc):  # the served model, not this row
+                    raise ApiFatal(served_model_gone(exc)) from None
                 error = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
         self.single_failures_in_a_row += 1
         if self.single_failures_in_a_row > MAX_SINGLE_FAILURES_IN_A_ROW:

@@ -19,6 +19,7 @@ from jobs.part_survey import prefix_text as read_prefix, run_survey, survey_json
 from jobs.scoring_pool import (PartFinisher, PrepareParts, ScoringSpec, benchmark_stages, cluster_cpus, part_items,
                                run_pipeline, _unipc)
 from jobs.storage_io import Location, new_run_id
+from scoring.api.client import ApiFatal
 
 ABORT_ENV = "TIDEMARK_FAULT_ABORT_AFTER_PARTS"  # fault injection: stop the job after committing N parts
 
@@ -82,6 +83,7 @@ def score_benchmark(*, benchmark: str, requester_pays: bool, rows_per_part: int,
         stats[summary["how"]] += 1
         stats["rows_worker_failed"] += summary["worker_failed"]
         stats["detect_write_s"] = round(stats["detect_write_s"] + summary["detect_write_s"], 3)
+        add_api_stats(stats, summary)
         if abort_after and stats["scored"] >= abort_after:
             raise InjectedAbort(f"{ABORT_ENV}={abort_after}: stopping after {stats['scored']} part(s)")
 
@@ -93,6 +95,10 @@ def score_benchmark(*, benchmark: str, requester_pays: bool, rows_per_part: int,
         except (InjectedAbort, AccountingError):
             raise
         except Exception as exc:  # noqa: BLE001 - isolate what failed; committed parts are kept
+            fatal = served_model_gone(exc)
+            if fatal:  # no row is to blame: stop, keep the committed parts, let a rerun resume
+                raise ApiFatal(f"{fatal} ({stats['scored']} part(s) saved; rerun the same command to resume)") \
+                    from None
             stats["pipeline_failures"] += 1
             left = [(p, d) for p, d in work if p.index not in summaries]
             echo(f"the scoring pipeline failed ({type(exc).__name__}: {str(exc)[:300]}); "
@@ -108,6 +114,22 @@ def score_benchmark(*, benchmark: str, requester_pays: bool, rows_per_part: int,
         raise AccountingError(f"the parts account for {ledger.rows_in} rows; the survey read "
                               f"{survey.n_good + survey.n_bad}")
     return PartRun(ledger, stats, run_id, prefix_ids, token_freq, survey_json(survey))
+
+
+def add_api_stats(stats: dict, summary: dict) -> None:
+    """Sum a part's served-model counters (requests, retries, tokens, positions) into the run's."""
+    if not summary.get("api"):
+        return
+    total = stats.setdefault("api", {})
+    for k, v in summary["api"].items():
+        total[k] = max(total.get(k, 0), v) if k == "max_bound" else round(total.get(k, 0) + v, 6)
+
+
+def served_model_gone(exc: BaseException) -> str | None:
+    """The one-line reason when a failed pipeline failed because the served model stopped answering."""
+    from scoring.api.client import fatal_in_text, is_api_fatal
+
+    return is_api_fatal(exc) or fatal_in_text(str(exc))
 
 
 def _isolate(spec: ScoringSpec, left, finish: dict, prefix_ids, commit, stats: dict) -> None:

@@ -40,6 +40,8 @@ class ModelBranch:
     model: str
     views: tuple[str, ...]
     rename_original: str | None = None
+    tokenizer: str | None = None  # a served model's local tokenizer (default: the model's own)
+    api: dict | None = None  # a served model: the probed ApiConfig fields + context (jobs/served_model.py)
 
 
 @dataclass(frozen=True)
@@ -69,11 +71,11 @@ class ScoringSpec:
                                     "max_batch_size": self.max_batch_size,
                                     "max_batch_tokens": self.max_batch_tokens}.items() if v}
         return {"model": branch.model, "scorer_kwargs": scorer, "threads": threads, "device": self.device,
-                "hooks": dict(self.hooks)}
+                "hooks": dict(self.hooks), "api": branch.api, "tokenizer": branch.tokenizer}
 
     def tokenize_kwargs(self, branch: ModelBranch) -> dict:
         return {"model": branch.model, "views": tuple(branch.views), "prefix_text": self.prefix_text,
-                "rename_original": branch.rename_original}
+                "rename_original": branch.rename_original, "tokenizer": branch.tokenizer}
 
 
 def _ipc(table: pa.Table) -> bytes:
@@ -217,16 +219,27 @@ class ScoreParts:
 
     def score(self, row: dict) -> dict:
         tokens = _unipc(row.pop(f"tokens_{self.branch}"))
+        before = self.task.api_stats()
         row[f"scored_{self.branch}"] = _ipc(self.task(tokens) if tokens.num_rows else _empty_scored())
+        if before is not None:  # a served model: what this part cost in requests
+            row[f"api_{self.branch}"] = json.dumps(_delta(self.task.api_stats(), before))
         if self.finisher is None:
             return row
         scored = pa.concat_tables([_unipc(row[k]) for k in sorted(row) if k.startswith("scored_")])
         summary = self.finisher.finish(row["index"], _unipc(row["rows"]), _unipc(row["quarantine"]), scored,
                                        "streamed")
+        api = [json.loads(row[k]) for k in sorted(row) if k.startswith("api_")]
+        if api:
+            summary["api"] = api[0]  # one served model per job (the target)
         return {"index": row["index"], "summary": json.dumps(summary)}
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         return pa.Table.from_pylist([self.score(r) for r in batch.to_pylist()])
+
+
+def _delta(after: dict, before: dict) -> dict:
+    """Counters spent between two snapshots; `max_bound` is a maximum, not a count."""
+    return {k: (v if k == "max_bound" else round(v - before.get(k, 0), 6)) for k, v in after.items()}
 
 
 def _empty_scored() -> pa.Table:

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from scoring.detectors import Method
+from scoring.detectors.base import distribution_gate
 from scoring.detectors.dc_pdd import TOKEN_FREQ
 from scoring.metrics import apply_threshold, calibrate_threshold, summarize
 from scoring.tokenstats import views_by_name
@@ -24,6 +25,12 @@ def compute_scores(token_stats: pa.Table, rows: Sequence[Mapping], methods: Sequ
                    resources: Mapping[str, object] | None = None) -> pa.Table:
     """One row per evaluated example (`rows`: id, label, bucket, in_eval), one float column per method."""
     ids = [str(r["id"]) for r in rows]
+    if "lp_source" in token_stats.column_names:  # older tables (no column) come from the weights
+        pairs = token_stats.select(["view", "lp_source"]).group_by(["view", "lp_source"]).aggregate([]).to_pylist()
+        sources: dict[str, set] = {}
+        for r in pairs:
+            sources.setdefault(r["view"], set()).add(r["lp_source"])
+        distribution_gate(methods, sources)
     views: dict[str, object] = dict(views_by_name(token_stats, ids))
     views.update(resources or {})
     if ORIGINAL not in views:

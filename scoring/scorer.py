@@ -63,6 +63,21 @@ def plan_windows(n_tokens: int, first_predicted: int, context: int, stride: int,
     return windows
 
 
+def assemble(plans: Sequence[list[Window]], results: dict, errors: dict) -> list[dict]:
+    """Per sequence: its windows' stats concatenated in order, or its error (a failed window fails the row)."""
+    out = []
+    for i, plan in enumerate(plans):
+        if i in errors:
+            out.append({**{k: np.zeros(0, np.float32) for k in STAT_FIELDS}, "n_windows": 0, "error": errors[i]})
+        elif not plan:
+            out.append({**{k: np.zeros(0, np.float32) for k in STAT_FIELDS}, "n_windows": 0,
+                        "error": "too_few_tokens: nothing to predict"})
+        else:
+            merged = {k: np.concatenate([results[w][k] for w in plan]) for k in STAT_FIELDS}
+            out.append({**merged, "n_windows": len(plan), "error": None})
+    return out
+
+
 CPU_BATCH_SIZE, CPU_BATCH_TOKENS = 16, 2048  # the CPU default batch policy (see Scorer)
 
 
@@ -275,31 +290,31 @@ class Scorer:
             n = max(1, min(self.max_batch_size, self.max_batch_tokens // width, len(order) - i))
             self._run_batch(seqs, order[i : i + n], results, errors)
             i += n
-        out = []
-        for i, plan in enumerate(plans):
-            if i in errors:
-                out.append({**{k: np.zeros(0, np.float32) for k in STAT_FIELDS}, "n_windows": 0, "error": errors[i]})
-            elif not plan:
-                out.append({**{k: np.zeros(0, np.float32) for k in STAT_FIELDS}, "n_windows": 0,
-                            "error": "too_few_tokens: nothing to predict"})
-            else:
-                merged = {k: np.concatenate([results[w][k] for w in plan]) for k in STAT_FIELDS}
-                out.append({**merged, "n_windows": len(plan), "error": None})
-        return out
+        return assemble(plans, results, errors)
 
     # ---- columnar form for Ray Data / pyarrow ----------------------------------------------------------------
     def __call__(self, batch: dict) -> dict:
-        token_ids = list(batch["token_ids"])
-        firsts = [int(x) for x in batch.get("first_predicted", [1] * len(token_ids))]
-        scored = self.score(token_ids, firsts)
-        out = {k: list(v) for k, v in batch.items()}
-        for k in STAT_FIELDS:
-            out[k] = [s[k].tolist() for s in scored]
-        out["n_windows"] = [s["n_windows"] for s in scored]
-        prior = list(batch.get("error", [None] * len(token_ids)))
-        out["error"] = [p or s["error"] for p, s in zip(prior, scored)]
-        out["model"] = [self.model_name] * len(token_ids)
-        return out
+        return stats_columns(self, batch, LOCAL_SOURCE)
+
+
+LOCAL_SOURCE = "local"  # token-stats `lp_source` of rows scored from the weights (scoring/api for served models)
+
+
+def stats_columns(scorer, batch: dict, source: str) -> dict:
+    """The columnar form both scorers share: `batch` (token_ids, first_predicted, maybe error) plus the stats
+    columns, n_windows, error (a prior error wins), model and lp_source."""
+    token_ids = list(batch["token_ids"])
+    firsts = [int(x) for x in batch.get("first_predicted", [1] * len(token_ids))]
+    scored = scorer.score(token_ids, firsts)
+    out = {k: list(v) for k, v in batch.items()}
+    for k in STAT_FIELDS:
+        out[k] = [s[k].tolist() for s in scored]
+    out["n_windows"] = [s["n_windows"] for s in scored]
+    prior = list(batch.get("error", [None] * len(token_ids)))
+    out["error"] = [p or s["error"] for p, s in zip(prior, scored)]
+    out["model"] = [scorer.model_name] * len(token_ids)
+    out["lp_source"] = [source] * len(token_ids)
+    return out
 
 
 def flops_per_token(model, context: int) -> float:

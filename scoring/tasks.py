@@ -19,13 +19,14 @@ SCORED_SCHEMA = TOKEN_STATS_SCHEMA.append(pa.field("prefix_len", pa.int32()))
 
 
 class TokenizeTask:
-    """CPU stage: text rows (id, input) → one tokenised row per view."""
+    """CPU stage: text rows (id, input) → one tokenised row per view. `tokenizer` (default: the model's own) is
+    the local tokenizer of a served model."""
 
     def __init__(self, model: str, views: tuple[str, ...], prefix_text: str | None = None,
-                 rename_original: str | None = None):
+                 rename_original: str | None = None, tokenizer: str | None = None):
         from scoring.model import load_tokenizer
 
-        self.builder = ViewBuilder(load_tokenizer(model), ViewRequest(tuple(views), prefix_text),
+        self.builder = ViewBuilder(load_tokenizer(tokenizer or model), ViewRequest(tuple(views), prefix_text),
                                    rename_original=rename_original)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
@@ -37,7 +38,13 @@ class ScoreTask:
     """Model stage: tokenised rows → token-stats rows. Loads the model once per actor."""
 
     def __init__(self, model: str, scorer_kwargs: dict | None = None, threads: int | None = None,
-                 device: str | None = None, hooks: dict | None = None):
+                 device: str | None = None, hooks: dict | None = None, api: dict | None = None,
+                 tokenizer: str | None = None):
+        self.rows_seen = 0
+        self.hooks = dict(hooks or {})
+        if api:  # a served model: HTTP requests, no weights here (scoring/api)
+            self.scorer = api_scorer(api, tokenizer or model, scorer_kwargs or {})
+            return
         import torch
 
         from scoring.model import load_causal_lm
@@ -47,8 +54,10 @@ class ScoreTask:
             torch.set_num_threads(threads)  # two actors on 2 cores must not both spawn 2 threads
         lm, _ = load_causal_lm(model, device=device)
         self.scorer = Scorer(lm, model_name=model, **(scorer_kwargs or {}))
-        self.rows_seen = 0
-        self.hooks = dict(hooks or {})
+
+    def api_stats(self) -> dict | None:
+        """HTTP and extraction counters so far (a served model only): the pool reports them per part."""
+        return self.scorer.stats() if hasattr(self.scorer, "stats") else None
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         cols = batch.to_pydict()
@@ -63,6 +72,19 @@ class ScoreTask:
         for k in STAT_FIELDS:
             out[k] = [v if v else [] for v in out[k]]
         return pa.table(out, schema=SCORED_SCHEMA)
+
+
+def api_scorer(api: dict, tokenizer: str, scorer_kwargs: dict):
+    """An ApiScorer from the probed config the driver sends (`api`: ApiConfig fields, `context`, and the key
+    wrapped in Secret so that no repr of the actor's arguments shows it)."""
+    from scoring.api.client import ApiConfig
+    from scoring.api.scorer import ApiScorer
+    from scoring.model import load_tokenizer
+
+    cfg = ApiConfig.from_dict(api)
+    key = api.get("key")
+    return ApiScorer(cfg, load_tokenizer(tokenizer), context=int(scorer_kwargs.get("context") or api["context"]),
+                     stride=scorer_kwargs.get("stride"), api_key=key.value if key is not None else None)
 
 
 # ---- operations hooks, set from the driver's environment (jobs/evaluate.py passes `hooks_from_env()`):

@@ -6,7 +6,8 @@ One row per (text id, view, model). Per predicted position it holds `lp` (log p 
 token `token_ids[first_predicted + i]`. Without a prefix, `first_predicted` is 1 (nothing predicts the first
 token); a ReCaLL-prefixed view stores only the text's own tokens and sets it to 0.
 
-Written to Parquet, the table can be rescored at any time without the model.
+Written to Parquet, the table can be rescored at any time without the model. `lp_source` says whether the stats
+came from the weights or from a served model's API (where mu/sigma/entropy are top-n approximations).
 """
 from __future__ import annotations
 
@@ -30,6 +31,9 @@ TOKEN_STATS_SCHEMA = pa.schema(
         pa.field("n_windows", pa.int32()),
         *[pa.field(name, pa.list_(pa.float32())) for name in STAT_FIELDS],
         pa.field("error", pa.string()),  # set when this row could not be scored; stats are then empty
+        # Where the numbers came from: "local" (the weights) or "api:<method>:top<n>" (a served model,
+        # scoring/api): over an API, mu/sigma/entropy are top-n approximations. Absent (null) in older tables.
+        pa.field("lp_source", pa.string()),
     ]
 )
 
@@ -78,6 +82,7 @@ def empty_record(rec_id: str, view: str, model: str, error: str | None = None) -
     return {
         "id": rec_id, "view": view, "model": model, "text": None, "token_ids": [], "offsets": None,
         "first_predicted": 1, "n_windows": 0, **{k: [] for k in STAT_FIELDS}, "error": error,
+        "lp_source": None,
     }
 
 

@@ -126,6 +126,9 @@ def strip_prefixes(scored, schema):
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    for name in schema.names:  # a column this table predates (e.g. lp_source) is null, not an error
+        if name not in scored.column_names:
+            scored = scored.append_column(schema.field(name), pa.nulls(scored.num_rows, schema.field(name).type))
     mask = pc.and_(pc.equal(scored.column("view"), PREFIXED),
                    pc.greater(pc.fill_null(scored.column("prefix_len"), 0), 0))
     mask = np.asarray(pc.fill_null(mask, False).to_numpy(zero_copy_only=False), dtype=bool)

@@ -9,7 +9,7 @@ here ever flips a sign after looking at labels.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -23,19 +23,27 @@ class Detector:
     defaults: Mapping[str, object]
     needs: Callable[[Mapping[str, object]], tuple[str, ...]]  # views/resources besides "original"
     description: str = ""
+    # Parameters named in the score column only when set away from their default (added later, so that existing
+    # columns keep their names): e.g. min_k_pp's `topk`.
+    optional: Mapping[str, object] = field(default_factory=dict)
+    # Needs mu/sigma over the whole vocabulary, which a served model's API cannot give (scoring/api): refused
+    # there unless its `topk` parameter accepts the top-n approximation (`distribution_gate`).
+    full_distribution: bool = False
 
 
 REGISTRY: dict[str, Detector] = {}
 
 
-def register(name: str, *, needs=(), description: str = "", **defaults):
+def register(name: str, *, needs=(), description: str = "", optional: Mapping[str, object] | None = None,
+             full_distribution: bool = False, **defaults):
     """Decorator: `@register("min_k", k=0.2)`. `needs` is a tuple of view names or a function of the params."""
     needs_fn = needs if callable(needs) else (lambda params, _n=tuple(needs): _n)
 
     def wrap(fn):
         if name in REGISTRY:
             raise ValueError(f"detector {name!r} registered twice")
-        REGISTRY[name] = Detector(name, fn, dict(defaults), needs_fn, description or (fn.__doc__ or "").strip())
+        REGISTRY[name] = Detector(name, fn, {**defaults, **(optional or {})}, needs_fn,
+                                  description or (fn.__doc__ or "").strip(), dict(optional or {}), full_distribution)
         return fn
 
     return wrap
@@ -54,9 +62,11 @@ class Method:
 
     @property
     def column(self) -> str:
-        if not self.params:
+        optional = self.detector.optional if self.name in REGISTRY else {}
+        shown = {k: v for k, v in self.params.items() if not (k in optional and v == optional[k])}
+        if not shown:
             return self.name
-        return self.name + "@" + ",".join(f"{k}={_fmt(v)}" for k, v in sorted(self.params.items()))
+        return self.name + "@" + ",".join(f"{k}={_fmt(v)}" for k, v in sorted(shown.items()))
 
     @property
     def needs(self) -> tuple[str, ...]:
@@ -139,3 +149,39 @@ def top_k_mean(x: np.ndarray, k: float) -> float:
     if not len(x):
         return float("nan")
     return float(np.mean(np.sort(x)[::-1][: k_count(len(x), k)]))
+
+
+class DistributionError(ValueError):
+    """A detector that needs the whole next-token distribution, asked of stats that do not have it."""
+
+
+def api_top_n(source: str | None) -> int | None:
+    """n of an `api:<method>:top<n>` lp_source; None for the weights ("local", or null in older tables)."""
+    if not source or not source.startswith("api:"):
+        return None
+    return int(source.rsplit(":top", 1)[1])
+
+
+def distribution_gate(methods, sources_by_view: Mapping[str, Iterable[str | None]]) -> None:
+    """Refuse, naming them, detectors whose parameters do not fit where their token stats came from: over an API,
+    a full-distribution detector needs `topk=n` (the server's top-n, as scored); from the weights it must not
+    ask for the approximation. `sources_by_view`: the lp_source values of each view's rows."""
+    bad = []
+    for m in methods:
+        view = getattr(m, "view", "original")  # an OnView reads another view's stats
+        m = getattr(m, "method", m)
+        if not m.detector.full_distribution:
+            continue
+        tops = {api_top_n(s) for s in sources_by_view.get(view, ())}
+        api = sorted(t for t in tops if t is not None)
+        topk = int(m.params.get("topk") or 0)
+        if api and not topk:
+            bad.append(f"{m.column} needs the full next-token distribution, which a served model's API does not "
+                       f"give; drop it, or accept the top-{api[0]} approximation with {m.name}@topk={api[0]}")
+        elif topk and not api:
+            bad.append(f"{m.column}: topk={topk} is the API approximation, and these token stats come from the "
+                       f"weights; use {m.name} (exact)")
+        elif topk and any(t != topk for t in api):
+            bad.append(f"{m.column}: the token stats hold top-{api} log-probabilities; use topk={api[0]}")
+    if bad:
+        raise DistributionError("; ".join(bad))

@@ -1,0 +1,225 @@
+"""A stdlib OpenAI-compatible `/v1/completions` server on 127.0.0.1 for a local Hugging Face causal LM: what the
+tests, the API benchmark and `contamination-study --via-api` score against. Not a production server (one forward
+at a time), but it answers the way real ones do, and can be told to answer the ways they differ:
+
+  bias_logprobs  after:  the listed values, their ranking and the chosen token all follow logit_bias (classic OpenAI)
+                 before: values and ranking are the unbiased ones; the chosen token follows the bias and its
+                         unbiased log-probability is reported (vLLM's default raw logprobs)
+                 hidden: as before, but the chosen token's log-probability is withheld unless it is in the
+                         unbiased top-n (only the chosen token reveals the bias: the seed's binary-search setting)
+                 ignore: logit_bias has no effect at all
+  echo=False     refuses echo; refuse_max_tokens_0 refuses max_tokens 0 (then clients send 1)
+  fail_first     HTTP statuses answered to the first requests (e.g. [429, 500]) before answering normally
+  die_after      stop answering (close the socket) after this many requests: a server that goes away mid-job
+  api_key        require `Authorization: Bearer <key>`
+It stops itself after `lifetime_s`, so a test that forgets it cannot leave it running.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import OrderedDict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+BIAS_MODES = ("after", "before", "hidden", "ignore")
+
+
+class LoopbackServer:
+    def __init__(self, model_path: str, *, name: str = "loopback", bias_logprobs: str = "after", echo: bool = True,
+                 refuse_max_tokens_0: bool = False, fail_first=(), die_after: int | None = None,
+                 api_key: str | None = None, max_logprobs: int = 20, lifetime_s: float = 600.0, port: int = 0):
+        from scoring.model import load_causal_lm
+
+        if bias_logprobs not in BIAS_MODES:
+            raise ValueError(f"bias_logprobs must be one of {BIAS_MODES}")
+        self.model, self.tokenizer = load_causal_lm(model_path, device="cpu")
+        self.name, self.bias_logprobs, self.echo = name, bias_logprobs, echo
+        self.refuse_max_tokens_0, self.fail_first = refuse_max_tokens_0, list(fail_first)
+        self.die_after, self.api_key, self.max_logprobs = die_after, api_key, max_logprobs
+        cfg = self.model.config
+        self.max_len = int(getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings", 2048))
+        self.lifetime_s = lifetime_s
+        self.requests = 0
+        self.statuses: dict[int, int] = {}
+        self.bodies: list[dict] = []  # the last requests' bodies (tests check what clients send)
+        self._lock = threading.Lock()
+        self._model_lock = threading.Lock()
+        self._cache: OrderedDict = OrderedDict()  # prompt -> last position's logits (the bias search repeats them)
+        self._texts: dict[int, str] = {}
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+        self._timer: threading.Timer | None = None
+
+    # ---- lifecycle --------------------------------------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> "LoopbackServer":
+        self._thread = threading.Thread(target=self._server.serve_forever, name="loopback-api", daemon=True)
+        self._thread.start()
+        self._timer = threading.Timer(self.lifetime_s, self.stop)
+        self._timer.daemon = True
+        self._timer.start()
+        return self
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._thread is not None and self._thread.is_alive():
+            self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> "LoopbackServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ---- the model ----------------------------------------------------------------------------------------------
+    def text(self, token_id: int) -> str:
+        t = self._texts.get(token_id)
+        if t is None:
+            t = self._texts[token_id] = self.tokenizer.decode([token_id])
+        return t
+
+    def _logits(self, ids: list[int], all_positions: bool):
+        import torch
+
+        key = tuple(ids)
+        if not all_positions and key in self._cache:
+            self._cache.move_to_end(key)
+            return self._cache[key]
+        with self._model_lock, torch.inference_mode():
+            z = self.model(input_ids=torch.tensor([ids])).logits[0].float()
+        if all_positions:
+            return z
+        last = z[-1]
+        self._cache[key] = last
+        if len(self._cache) > 512:
+            self._cache.popitem(last=False)
+        return last
+
+    def _top(self, logp, n: int) -> dict:
+        import torch
+
+        values, index = torch.topk(logp, min(n, logp.shape[-1]))
+        return {self.text(int(i)): float(v) for v, i in zip(values, index)}
+
+    def complete(self, body: dict) -> tuple[int, dict]:
+        import torch
+
+        prompt = body.get("prompt")
+        if not isinstance(prompt, list) or not prompt or not all(isinstance(t, int) for t in prompt):
+            return 400, _error("prompt must be a non-empty list of token ids")
+        vocab = self.model.config.vocab_size
+        if any(t < 0 or t >= vocab for t in prompt):
+            return 400, _error("token id out of range")
+        max_tokens = int(body.get("max_tokens", 16))
+        n_top = body.get("logprobs")
+        n_top = None if n_top is None else int(n_top)
+        echo = bool(body.get("echo"))
+        if n_top is not None and n_top > self.max_logprobs:
+            return 400, _error(f"logprobs must be at most {self.max_logprobs}")
+        if echo and not self.echo:
+            return 400, _error("echo is not supported")
+        if max_tokens < (1 if self.refuse_max_tokens_0 else 0):
+            return 400, _error("max_tokens must be at least 1")
+        if len(prompt) + max_tokens > self.max_len:
+            return 400, _error(f"prompt of {len(prompt)} tokens + {max_tokens} exceeds the context ({self.max_len})")
+        bias = torch.zeros(vocab)
+        if self.bias_logprobs != "ignore":
+            for k, v in (body.get("logit_bias") or {}).items():
+                bias[int(k)] = float(v)
+        tokens, token_lps, tops = [], [], []
+        if echo:
+            logp = torch.log_softmax(self._logits(prompt, True), dim=-1)
+            for i, t in enumerate(prompt):
+                tokens.append(self.text(t))
+                token_lps.append(None if i == 0 else float(logp[i - 1, t]))
+                tops.append(None if i == 0 or n_top is None else self._top(logp[i - 1], n_top))
+        ids = list(prompt)
+        for _ in range(max_tokens):
+            z = self._logits(ids, False)
+            raw = torch.log_softmax(z, dim=-1)
+            biased = torch.log_softmax(z + bias, dim=-1)
+            chosen = int(torch.argmax(biased))
+            shown = biased if self.bias_logprobs == "after" else raw
+            listed = self._top(shown, n_top) if n_top is not None else None
+            value = float(shown[chosen])
+            if self.bias_logprobs == "hidden" and (listed is None or self.text(chosen) not in listed):
+                value = None
+            tokens.append(self.text(chosen))
+            token_lps.append(value)
+            tops.append(listed)
+            ids.append(chosen)
+        generated = ids[len(prompt):]
+        logprobs = None if n_top is None else {"tokens": tokens, "token_logprobs": token_lps, "top_logprobs": tops}
+        return 200, {"id": f"cmpl-{self.requests}", "object": "text_completion", "created": int(time.time()),
+                     "model": self.name,
+                     "choices": [{"index": 0, "text": "".join(self.text(t) for t in (ids if echo else generated)),
+                                  "logprobs": logprobs, "finish_reason": "length"}],
+                     "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(generated),
+                               "total_tokens": len(ids)}}
+
+
+def _error(message: str) -> dict:
+    return {"error": {"message": message, "type": "invalid_request_error"}}
+
+
+def _handler(server: LoopbackServer):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as clients expect
+        disable_nagle_algorithm = True  # headers and body go out as two writes: without it, 40 ms per answer
+
+        def log_message(self, *args) -> None:  # quiet: tests and benches read counters instead
+            pass
+
+        def _send(self, status: int, payload: dict, headers: dict | None = None) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+            with server._lock:
+                server.statuses[status] = server.statuses.get(status, 0) + 1
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/").endswith("/models"):
+                self._send(200, {"object": "list", "data": [{"id": server.name, "object": "model",
+                                                             "max_model_len": server.max_len}]})
+            else:
+                self._send(404, _error(f"no route {self.path}"))
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+            with server._lock:
+                server.requests += 1
+                n = server.requests
+                server.bodies = (server.bodies + [body])[-50:]
+                fault = server.fail_first.pop(0) if server.fail_first else None
+            if server.die_after is not None and n > server.die_after:
+                self.close_connection = True  # gone: no answer at all
+                threading.Thread(target=server.stop, daemon=True).start()
+                return
+            if server.api_key and self.headers.get("Authorization") != f"Bearer {server.api_key}":
+                return self._send(401, _error("invalid api key"))
+            if fault:
+                return self._send(fault, _error(f"injected {fault}"), {"Retry-After": "0"} if fault == 429 else None)
+            if not self.path.rstrip("/").endswith("/completions"):
+                return self._send(404, _error(f"no route {self.path}"))
+            if body.get("model") != server.name:
+                return self._send(404, _error(f"model {body.get('model')!r} does not exist"))
+            status, payload = server.complete(body)
+            self._send(status, payload)
+
+    return Handler

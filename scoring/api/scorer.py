@@ -1,0 +1,110 @@
+"""ApiScorer: the local Scorer's interface over a served model. Same windows (`plan_windows`: context, stride,
+every position after the first predicted once), same stats columns, same per-row errors, so the token-stats table,
+`rescore`, metrics and reports do not know the difference, except for `lp_source`, which says where the numbers
+came from. Requests run `concurrency` at a time on a thread pool; ApiFatal stops the whole call."""
+from __future__ import annotations
+
+import math
+import threading
+import time
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from typing import Sequence
+
+import numpy as np
+
+from scoring.api.client import ApiConfig, ApiFatal, ApiRequestError, CompletionsClient
+from scoring.api.echo import echo_request, parse_echo
+from scoring.api.logit_bias import BiasExtractor, TokenKeys
+from scoring.scorer import Window, assemble, plan_windows, stats_columns
+from scoring.tokenstats import STAT_FIELDS
+
+
+class ApiScorer:
+    def __init__(self, cfg: ApiConfig, tokenizer, *, context: int, stride: int | None = None,
+                 api_key: str | None = None, client: CompletionsClient | None = None):
+        if cfg.method is None:
+            raise ValueError("ApiScorer needs a probed config (scoring/api/probe.py sets `method`)")
+        self.cfg = cfg
+        self.model_name = cfg.model
+        self.context = int(context)
+        self.stride = int(stride or max(1, self.context // 2))
+        self.client = client or CompletionsClient(cfg, api_key)
+        self.keys = TokenKeys(tokenizer)
+        self.bias = BiasExtractor(self.client, cfg, self.keys) if cfg.method != "echo" else None
+        self.pool = ThreadPoolExecutor(max_workers=cfg.concurrency, thread_name_prefix="tidemark-api")
+        self._lock = threading.Lock()
+        self.extraction = {"positions": 0, "listed": 0, "beyond_bias": 0, "ambiguous": 0, "max_bound": 0.0,
+                           "requests_s": 0.0}
+
+    @property
+    def calls(self) -> int:
+        return self.client.stats["calls"]
+
+    def stats(self) -> dict:
+        """Counters for run.json: HTTP calls, retries, tokens sent, and how the log-probabilities were extracted."""
+        return {**self.client.stats, **self.extraction}
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    # ---- per window -------------------------------------------------------------------------------------------
+    def _echo_window(self, seq: np.ndarray, w: Window) -> dict:
+        resp = self.client.complete(echo_request(seq[w.begin:w.end], self.cfg.top_logprobs, self.cfg.max_tokens))
+        out = parse_echo(resp, w.length, w.pred_from - w.begin, self.cfg.top_logprobs)
+        with self._lock:
+            self.extraction["positions"] += w.end - w.pred_from
+        return out
+
+    def _bias_window(self, seq: np.ndarray, w: Window) -> dict:
+        n = w.end - w.pred_from
+        out = {k: np.empty(n, np.float32) for k in STAT_FIELDS}
+        for j, t in enumerate(range(w.pred_from, w.end)):
+            pos = self.bias.position(seq[w.begin:t], int(seq[t]))
+            out["lp"][j], out["lp_max"][j], out["mu"][j], out["sigma"][j] = pos.lp, pos.lp_max, pos.mu, pos.sigma
+            out["entropy"][j] = -pos.mu
+            self._note(pos)
+        return out
+
+    def _note(self, pos) -> None:
+        with self._lock:  # several request threads report here
+            ex = self.extraction
+            ex["positions"] += 1
+            ex["listed"] += int(pos.listed)
+            ex["ambiguous"] += int(pos.ambiguous)
+            if math.isinf(pos.bound):
+                ex["beyond_bias"] += 1
+            else:
+                ex["max_bound"] = max(ex["max_bound"], pos.bound)
+
+    # ---- the Scorer interface ---------------------------------------------------------------------------------
+    def score(self, token_ids: Sequence[Sequence[int]], first_predicted: Sequence[int] | None = None) -> list[dict]:
+        seqs = [np.asarray(t, dtype=np.int64) for t in token_ids]
+        firsts = list(first_predicted) if first_predicted is not None else [1] * len(seqs)
+        plans = [plan_windows(len(s), f, self.context, self.stride, i) for i, (s, f) in enumerate(zip(seqs, firsts))]
+        one = self._echo_window if self.bias is None else self._bias_window
+        t0 = time.perf_counter()
+        futures = {self.pool.submit(one, seqs[w.seq], w): w for plan in plans for w in plan}
+        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        fatal = next((f.exception() for f in done if isinstance(f.exception(), ApiFatal)), None)
+        if fatal is not None:
+            for f in futures:
+                f.cancel()
+            raise fatal
+        wait(futures)
+        results: dict[Window, dict] = {}
+        errors: dict[int, str] = {}
+        for f, w in futures.items():
+            exc = f.exception()
+            if exc is None:
+                results[w] = f.result()
+            elif isinstance(exc, ApiFatal):
+                raise exc
+            elif isinstance(exc, (ApiRequestError, ValueError, KeyError, TypeError)):
+                errors.setdefault(w.seq, f"api_error: {exc}"[:500])
+            else:
+                raise exc
+        self.extraction["requests_s"] = round(self.extraction["requests_s"] + time.perf_counter() - t0, 3)
+        return assemble(plans, results, errors)
+
+    def __call__(self, batch: dict) -> dict:
+        return stats_columns(self, batch, self.cfg.source)
