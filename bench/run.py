@@ -12,6 +12,8 @@ Benchmarks (each writes <out>/<name>.json; all together <out>/summary.md and <ou
   e2e         `tidemark evaluate` end to end (Ray start-up included) vs a bare batch-1 loop (target ≤ 2.5×)
   curation    Stack Exchange posts/s on one core: parse, and parse + row-level filters
   shift_audit the blind-baseline shift audit of a 10k-row benchmark (target: under a minute on 2 cores)
+  api         scoring over the loopback OpenAI-compatible server: echo vs logit-bias methods, calls per token,
+              rows/s at several concurrencies, and the error against local scoring (also api_scoring.png)
 The GPU benchmark is `python -m bench.gpu` (no Ray needed); see docs/scaling.md.
 
 Timings on a shared machine are noisy: every result records the load average before and after it ran.
@@ -25,7 +27,7 @@ import time
 import traceback
 from pathlib import Path
 
-BENCHES = ("throughput", "memory", "detectors", "e2e", "curation", "shift_audit")
+BENCHES = ("throughput", "memory", "detectors", "e2e", "curation", "shift_audit", "api")
 
 FULL = {
     "throughput": {"models": {"gpt2-tiny": {"tokens": 16384, "repeats": 2}, "gpt2-36m": {"tokens": 4096, "repeats": 1}},
@@ -35,6 +37,7 @@ FULL = {
     "e2e": {"passages": 2000},
     "curation": {"repeats": 3},
     "shift_audit": {"rows": 10_000},
+    "api": None,  # bench/api_bench.py's FULL
 }
 QUICK = {
     "throughput": {"models": {"gpt2-tiny": {"tokens": 2048, "repeats": 1}}, "lengths": (32, 128, 512), "batch": 8},
@@ -43,6 +46,7 @@ QUICK = {
     "e2e": {"passages": 100},
     "curation": {"repeats": 1},
     "shift_audit": {"rows": 1_000},
+    "api": "quick",  # bench/api_bench.py's QUICK
 }
 PASSAGE_WORDS = 104  # ~170 tokens with the tiny model's 2000-token BPE (the "~170 tokens")
 
@@ -96,6 +100,10 @@ def main(argv: list[str] | None = None) -> int:
         write_json(out, name, payload)
         log(f"[bench] {name} done in {payload['seconds']:.1f} s")
     total = time.perf_counter() - started
+    if "api" in results:
+        from bench.api_bench import plot as plot_api
+
+        plot_api(results["api"], out / "api_scoring.png")
     if "throughput" in results:
         from bench.plots import plot_throughput
 
@@ -197,8 +205,14 @@ def run_shift_audit(cfg: dict, work: Path, shared: dict) -> dict:
     return {"device": "cpu", **bench_shift_audit(cfg["rows"], log=log)}
 
 
+def run_api(cfg, work: Path, shared: dict) -> dict:
+    from bench.api_bench import FULL as API_FULL, QUICK as API_QUICK, run_api as bench_api
+
+    return bench_api(API_QUICK if cfg == "quick" else API_FULL, work)
+
+
 RUNNERS = {"throughput": run_throughput, "memory": run_memory, "detectors": run_detectors, "e2e": run_e2e,
-           "curation": run_curation, "shift_audit": run_shift_audit}
+           "curation": run_curation, "shift_audit": run_shift_audit, "api": run_api}
 
 
 # ---- summary ----------------------------------------------------------------------------------------------------
@@ -313,6 +327,16 @@ def render_summary(results: dict, errors: dict, total: float, args) -> str:
                   f"{s['n_bootstrap']} bootstrap resamples.", "",
                   f"Wall time **{s['seconds']:.1f} s** (target < {s['target_seconds']} s), {s['rows_per_s']:,.0f} rows/s; "
                   f"blind AUC {s['blind_auc_overall']:.3f} overall.", ""]
+    if "api" in results:
+        a = results["api"]
+        lines += ["## Scoring a served model (loopback API)", "", f"{a['model']}; {a['server']}.", "",
+                  "| method | concurrency | rows | rows/s | calls/token | tokens/call | max abs lp error |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in a["runs"]:
+            lines.append(f"| {r['method']} | {r['concurrency'] or '-'} | {r['rows']} | {r['rows_per_s']:,.2f} | "
+                         f"{r.get('calls_per_token', '-')} | {r.get('tokens_per_call', '-')} | "
+                         f"{r.get('max_abs_lp_error', 0):.1e} |")
+        lines.append("")
     return "\n".join(lines) + "\n"
 
 

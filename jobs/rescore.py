@@ -12,7 +12,7 @@ def run_rescore(token_stats: str, methods: str = "all", out: str | None = None, 
     import pyarrow.parquet as pq
 
     from scoring.detectors import parse_methods
-    from scoring.evaluation import compute_metrics, compute_scores, load_token_freq, write_outputs
+    from scoring.evaluation import compute_metrics, compute_scores, load_token_freq, token_sources, write_outputs
 
     ts_path = Path(token_stats)
     run_dir = ts_path.parent
@@ -23,13 +23,25 @@ def run_rescore(token_stats: str, methods: str = "all", out: str | None = None, 
     resources = load_token_freq(run_dir / "token_freq.parquet") if (run_dir / "token_freq.parquet").exists() else {}
     chosen = parse_methods(methods)
     if methods == "all":  # keep what this table can serve
-        chosen = [m for m in chosen if all(v in views or v in resources for v in m.needs)]
+        sources = token_sources(table)
+        chosen = [m for m in chosen if all(v in views or v in resources for v in m.needs) and _fits(m, sources)]
     out_dir = Path(out) if out else run_dir / "rescore"
     scores = compute_scores(table, rows, chosen, resources)
     metrics = compute_metrics(scores, chosen, seed=seed, n_bootstrap=n_bootstrap)
     report = write_outputs(out_dir, scores, metrics, chosen, {"benchmark": str(run_dir), "model": "(rescored)",
                                                               "token_stats": str(ts_path)})
     return {"report": str(report), "scores": str(out_dir / "scores.parquet")}
+
+
+def _fits(method, sources) -> bool:
+    """False for a detector the table's lp_source cannot serve (Min-K%++ on a served model's top-n stats)."""
+    from scoring.detectors.base import DistributionError, distribution_gate
+
+    try:
+        distribution_gate([method], sources)
+        return True
+    except DistributionError:
+        return False
 
 
 def register(app: typer.Typer) -> None:
@@ -41,5 +53,11 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, help="bootstrap seed"),
     ):
         """Recompute detectors, metrics and report from saved token statistics, without loading any model."""
-        res = run_rescore(token_stats, methods, out, seed)
+        from scoring.detectors.base import DistributionError
+
+        try:
+            res = run_rescore(token_stats, methods, out, seed)
+        except DistributionError as exc:  # e.g. min_k_pp asked of a served model's stats
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
         typer.echo(Path(res["report"]).read_text())

@@ -44,6 +44,8 @@ class StudyConfig:
     pool_addresses: int = 60  # default pool: passages from this many SOTU addresses (the rest is the corpus)
     seed: int = 0
     threads: int = 1  # torch threads; see torch_threads
+    scored_via: str = "weights"  # or "api:echo" / "api:logit-bias": each cell's model scored through the loopback
+    # OpenAI-compatible server (jobs/contamination_study.py --via-api), to see what black-box scoring costs in AUC
     training: dict = field(default_factory=lambda: dict(KNOWN_MEMBERSHIP_TRAINING))
 
 
@@ -236,6 +238,8 @@ def report_markdown(summary: dict) -> str:
              f"words of background text; one epoch of continued training per cell from a base model pretrained "
              + (f"{cfg['base_steps']} steps" if cfg.get("base_steps") else f"{cfg['base_seconds']:g} s"),
              "- AUC contaminants vs negatives (larger score = member). `0` = the base model, which never saw them.",
+             "- scored " + ("from the weights" if cfg.get("scored_via", "weights") == "weights" else
+                            f"through each model's OpenAI-compatible API ({cfg['scored_via']}, loopback server)"),
              f"- total {summary['seconds']} s", "",
              "| detector | lr | " + " | ".join(f"{r}×" for r in [0, *repeats]) + " | rise | monotone |",
              "|---|---|" + "---|" * (len(repeats) + 3)]

@@ -25,12 +25,7 @@ def compute_scores(token_stats: pa.Table, rows: Sequence[Mapping], methods: Sequ
                    resources: Mapping[str, object] | None = None) -> pa.Table:
     """One row per evaluated example (`rows`: id, label, bucket, in_eval), one float column per method."""
     ids = [str(r["id"]) for r in rows]
-    if "lp_source" in token_stats.column_names:  # older tables (no column) come from the weights
-        pairs = token_stats.select(["view", "lp_source"]).group_by(["view", "lp_source"]).aggregate([]).to_pylist()
-        sources: dict[str, set] = {}
-        for r in pairs:
-            sources.setdefault(r["view"], set()).add(r["lp_source"])
-        distribution_gate(methods, sources)
+    distribution_gate(methods, token_sources(token_stats))
     views: dict[str, object] = dict(views_by_name(token_stats, ids))
     views.update(resources or {})
     if ORIGINAL not in views:
@@ -47,6 +42,16 @@ def compute_scores(token_stats: pa.Table, rows: Sequence[Mapping], methods: Sequ
             raise ValueError(f"{m.column} needs {missing}, which this token-stats table does not hold")
         cols[m.column] = m(views[ORIGINAL], views).astype(np.float64)
     return pa.table(cols)
+
+
+def token_sources(token_stats: pa.Table) -> dict[str, set]:
+    """Each view's `lp_source` values (older tables, without the column, come from the weights)."""
+    if "lp_source" not in token_stats.column_names:
+        return {}
+    sources: dict[str, set] = {}
+    for r in token_stats.select(["view", "lp_source"]).group_by(["view", "lp_source"]).aggregate([]).to_pylist():
+        sources.setdefault(r["view"], set()).add(r["lp_source"])
+    return sources
 
 
 def _groups(scores: pa.Table) -> list[tuple[str, np.ndarray]]:

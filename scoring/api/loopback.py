@@ -223,3 +223,33 @@ def _handler(server: LoopbackServer):
             self._send(status, payload)
 
     return Handler
+
+
+def main(argv=None) -> None:
+    """`python -m scoring.api.loopback --model DIR [--port P] [--bias-logprobs after]`: serve until interrupted
+    (or for --lifetime-s); prints the base URL. For trying Tidemark's --api-base without a GPU server."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--model", required=True, help="a local Hugging Face causal LM directory")
+    ap.add_argument("--name", default="loopback", help="the served model name clients send")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--bias-logprobs", choices=BIAS_MODES, default="after")
+    ap.add_argument("--no-echo", action="store_true")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads for the forward passes")
+    ap.add_argument("--lifetime-s", type=float, default=3600.0)
+    args = ap.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    server = LoopbackServer(args.model, name=args.name, bias_logprobs=args.bias_logprobs, echo=not args.no_echo,
+                            lifetime_s=args.lifetime_s, port=args.port).start()
+    print(server.url, flush=True)
+    try:
+        server._thread.join()
+    except KeyboardInterrupt:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

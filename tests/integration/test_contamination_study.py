@@ -36,3 +36,18 @@ def test_bad_arguments_fail_clearly(tmp_path):
     result = CliRunner().invoke(app, ["contamination-study", "--out", str(tmp_path), "--quick",
                                       "--n-contaminants", "100000"])
     assert result.exit_code == 2 and "distinct texts" in result.output
+
+
+def test_the_study_scores_through_the_api(tmp_path, ray_session):
+    """--via-api echo: each cell's model is served on 127.0.0.1 and scored as a served model; Min-K%++ becomes
+    its labelled top-n approximation, and detection still rises with repeats."""
+    result = CliRunner().invoke(app, ["contamination-study", "--out", str(tmp_path), "--quick", "--repeats", "4",
+                                      "--base-steps", "80", "--via-api", "echo"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert res["config"]["scored_via"] == "api:echo"
+    trend = {(t["method"], t["lr"]): t["auc_by_repeats"] for t in res["trend"]}
+    assert ("min_k_pp@k=0.2,topk=5", 0.001) in trend
+    mk = trend[("min_k@k=0.2", 0.001)]
+    assert mk["4"] > 0.8 and abs(mk["0"] - 0.5) < 0.15, mk
+    assert "through each model's OpenAI-compatible API (api:echo" in (tmp_path / "report.md").read_text()

@@ -329,3 +329,22 @@ def test_unlearning_audit_flags_failed_unlearning_not_exact_unlearning(books, ra
     md = (tmp_path / "out_failed" / "report.md").read_text()
     listed = md.split("## Flagged chunks (12)")[1]
     assert sum(line.startswith("| `") for line in listed.splitlines()) == 12
+
+
+def test_book_audit_through_a_served_model_equals_the_local_audit(books, book_audit, tmp_path):
+    """`audit --api-base`: the same books, the same model behind the loopback OpenAI-compatible server (echo):
+    the threshold, the calibration AUC and every document's rate are those of the audit from the weights."""
+    from scoring.api.loopback import LoopbackServer
+
+    f = books["folders"]
+    out = tmp_path / "served"
+    with LoopbackServer(books["model"], name="books-model") as server:
+        invoke("audit", "--target", f"{books['root']}/target", "--calib-members", f["calib/members"],
+               "--calib-nonmembers", f["calib/nonmembers"], "--model", "books-model", "--api-base", server.url,
+               "--tokenizer", books["model"], "--out", out, "--snippets", 20, "--snippet-words", 128,
+               "--n-bootstrap", 1000, "--quiet")
+    got, want = json.loads((out / "report.json").read_text()), book_audit[1]
+    assert got["served_model"]["method"] == "echo" and want["served_model"] is None
+    assert got["calibration"]["threshold"] == pytest.approx(want["calibration"]["threshold"], abs=1e-4)
+    assert got["calibration"]["auc"] == pytest.approx(want["calibration"]["auc"], abs=1e-6)
+    assert {d["path"]: d["rate"] for d in got["documents"]} == {d["path"]: d["rate"] for d in want["documents"]}

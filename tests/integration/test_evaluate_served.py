@@ -78,6 +78,18 @@ def test_echo_scores_equal_local_scoring(study, local, tmp_path, monkeypatch):
     assert set(ts.column("lp_source").to_pylist()) == {"api:echo:top5"}
     approx = scores(out, ["min_k_pp@k=0.2,topk=5"])["min_k_pp@k=0.2,topk=5"]  # labelled as the approximation
     assert np.isfinite(approx).all()
+    # rescore works unchanged on a served model's token stats, and refuses what they cannot give
+    rescored = tmp_path / "rescored"
+    invoke("rescore", "--token-stats", str(out / "token_stats.parquet"), "--out", str(rescored))
+    import pyarrow.parquet as pq
+
+    again = pq.read_table(rescored / "scores.parquet")
+    assert "min_k_pp@k=0.2" not in again.column_names  # `all` leaves out what top-n stats cannot serve
+    by_id = dict(zip(again.column("id").to_pylist(), again.column("loss").to_pylist()))
+    np.testing.assert_allclose([by_id[i] for i in got["id"]], got["loss"], atol=1e-9)
+    refused = invoke("rescore", "--token-stats", str(out / "token_stats.parquet"), "--methods", "min_k_pp",
+                     "--out", str(tmp_path / "r2"), ok=False)
+    assert refused.exit_code == 2 and "min_k_pp@topk=5" in refused.output
     for root, _, files in os.walk(out):  # the key travelled as a bearer token only
         for name in files:
             with open(os.path.join(root, name), "rb") as fh:

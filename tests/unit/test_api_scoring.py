@@ -198,3 +198,36 @@ def test_config_errors_are_clear():
         ApiConfig(base="http://x/v1", model="m", mode="magic")
     with pytest.raises(ValueError, match="--api-base"):
         ApiConfig(base="localhost:8000", model="m")
+
+
+def test_full_distribution_detectors_are_gated_by_where_the_stats_came_from():
+    from scoring.detectors import parse_methods
+    from scoring.detectors.base import DistributionError, distribution_gate
+
+    api, local = {"original": {"api:echo:top5"}}, {"original": {"local"}}
+    with pytest.raises(DistributionError, match=r"min_k_pp@k=0.2 needs the full next-token .* min_k_pp@topk=5"):
+        distribution_gate(parse_methods("loss,min_k_pp"), api)
+    distribution_gate(parse_methods("loss,min_k_pp@topk=5"), api)  # accepted, and named as such:
+    assert parse_methods("min_k_pp@topk=5")[0].column == "min_k_pp@k=0.2,topk=5"
+    assert parse_methods("min_k_pp")[0].column == "min_k_pp@k=0.2"  # the exact detector keeps its old name
+    with pytest.raises(DistributionError, match="hold top-\\[5\\]"):
+        distribution_gate(parse_methods("min_k_pp@topk=3"), api)
+    with pytest.raises(DistributionError, match="come from the weights"):
+        distribution_gate(parse_methods("min_k_pp@topk=5"), local)
+    distribution_gate(parse_methods("all"), local)
+    distribution_gate(parse_methods("all"), {})  # an older table without lp_source: the weights
+
+
+def test_methods_all_over_an_api_leaves_min_k_pp_out_and_naming_it_is_refused(capsys):
+    import typer
+
+    from jobs.served_model import ServedModel, drop_full_distribution
+    from scoring.detectors import parse_methods
+
+    served = ServedModel(ApiConfig(base="http://127.0.0.1:1/v1", model="m", method="echo"), "tok", 64, {})
+    kept = drop_full_distribution(parse_methods("all"), "all", served)
+    assert "min_k_pp" not in {m.name for m in kept} and "loss" in {m.name for m in kept}
+    assert "left out of --methods all: min_k_pp@k=0.2" in capsys.readouterr().err
+    with pytest.raises(typer.BadParameter, match="min_k_pp"):
+        drop_full_distribution(parse_methods("loss,min_k_pp"), "loss,min_k_pp", served)
+    assert drop_full_distribution(parse_methods("all"), "all", None) == parse_methods("all")
