@@ -18,9 +18,8 @@ import numpy as np
 import typer
 
 from jobs.ledger import quarantine_table
-from jobs import served_model as served_opts
 from jobs.report_cli import run_and_print_report
-from jobs.served_model import ServedFields, drop_full_distribution, run_record
+from jobs.served_model import ServedFields, drop_full_distribution, run_record, with_served_options
 
 
 
@@ -44,11 +43,6 @@ class AuditConfig(ServedFields):
     ci: str = "wilson"
     n_bootstrap: int = 2000
     seed: int = 0
-    actors: int = 1
-    gpus_per_actor: float = 0.0
-    batch_size: Optional[int] = None
-    context: Optional[int] = None
-    stride: Optional[int] = None
     ref_model: Optional[str] = None
     ref_corpus: Optional[str] = None
     shard_size: int = 1000  # snippets per scoring part (the unit of work, writing and resume)
@@ -73,15 +67,13 @@ def resolve_detector(spec: str, ref_model: str | None):
 
 def audit_spec(cfg: AuditConfig, method, served=None):
     """What the audit asks of the scoring pool: the target model's views, and the reference model's if needed."""
-    from jobs.scoring_pool import ModelBranch, ScoringSpec
-    from scoring.tasks import hooks_from_env
+    from jobs.scoring_pool import ModelBranch
 
     views = ("original", *[v for v in method.needs if v not in ("ref", "token_freq")])
     branches = [served.branch(views) if served else ModelBranch(cfg.model, views)]
     if "ref" in method.needs:
         branches.append(ModelBranch(cfg.ref_model, ("original",), rename_original="ref"))
-    return ScoringSpec(tuple(branches), context=cfg.context, stride=cfg.stride, max_batch_size=cfg.batch_size,
-                       actors=cfg.actors, gpus_per_actor=cfg.gpus_per_actor, hooks=hooks_from_env())
+    return cfg.pool_spec(branches)
 
 
 def staging_tasks(cfg: AuditConfig, benchmark: bool) -> list[dict]:
@@ -343,6 +335,7 @@ def _reason_counts(quarantine: list[dict], staged: list[dict]) -> dict:
 
 def register(app: typer.Typer) -> None:
     @app.command("audit")
+    @with_served_options
     def audit(
         target: str = typer.Option(..., "--target", "--corpus",
                                    help="what to audit: a folder (recursive) or glob of .txt documents, or a jsonl/Parquet "
@@ -379,13 +372,7 @@ def register(app: typer.Typer) -> None:
         report_documents: int = typer.Option(1000, min=1, help="documents listed with evidence in report.json "
                                              "(the highest max scores when there are more; documents.parquet has all)"),
         quiet: bool = typer.Option(False, help="no progress bars"),
-        api_base: Optional[str] = served_opts.API_BASE,
-        tokenizer: Optional[str] = served_opts.TOKENIZER,
-        api_logprobs: str = served_opts.API_LOGPROBS,
-        api_top_logprobs: int = served_opts.API_TOP_LOGPROBS,
-        api_concurrency: int = served_opts.API_CONCURRENCY,
-        api_rps: float = served_opts.API_RPS,
-        api_max_retries: int = served_opts.API_MAX_RETRIES,
+        served: dict = None,
     ):
         """Estimate how much of a corpus or benchmark a model trained on: calibrated per-document contamination
         rates with CIs, the corpus mean, the FPR-corrected share, and evidence (top snippets, 13-gram overlap)."""
@@ -402,8 +389,5 @@ def register(app: typer.Typer) -> None:
                           ngram=ngram, top_k=top_k, ci=ci, n_bootstrap=n_bootstrap, seed=seed, actors=actors,
                           gpus_per_actor=gpus_per_actor, batch_size=batch_size, context=context, stride=stride,
                           ref_model=ref_model, ref_corpus=ref_corpus, shard_size=shard_size,
-                          report_documents=report_documents, progress=not quiet, api_base=api_base,
-                          tokenizer=tokenizer, api_logprobs=api_logprobs, api_top_logprobs=api_top_logprobs,
-                          api_concurrency=api_concurrency, api_rps=api_rps,
-                          api_max_retries=api_max_retries)
+                          report_documents=report_documents, progress=not quiet, **served)
         run_and_print_report(run_audit, cfg)

@@ -27,6 +27,7 @@ JOB_MODULES = (
     "jobs.audit",
     "jobs.unlearning_audit",
     "jobs.contamination_study",
+    "jobs.dataset_inference",
 )
 
 for _name in JOB_MODULES:

@@ -13,8 +13,7 @@ from typing import Optional
 import numpy as np
 import typer
 
-from jobs import served_model as served_opts
-from jobs.served_model import ServedFields
+from jobs.served_model import ServedFields, with_served_options
 from jobs.report_cli import run_and_print_report
 
 
@@ -25,11 +24,6 @@ class EvaluateConfig(ServedFields):
     out: str
     ref_model: Optional[str] = None
     methods: str = "all"
-    actors: int = 1
-    gpus_per_actor: float = 0.0
-    batch_size: Optional[int] = None  # sequences per forward pass; None = device default (GPU 64; CPU up to 16 within 2,048 tokens)
-    context: Optional[int] = None
-    stride: Optional[int] = None
     recall_shots: int = 3
     ref_corpus: Optional[str] = None
     calibrate: str = "accuracy"
@@ -40,6 +34,7 @@ class EvaluateConfig(ServedFields):
     resume: bool = True  # reuse finished shards; a finished job with the same fingerprint is a no-op
     requester_pays: bool = False  # reading an s3:// benchmark from a requester-pays bucket
     blind_sample: int = 20_000  # rows the blind baseline is fitted on at most (a seeded sample above that)
+    extra: dict = field(default_factory=dict)
 
 
 def resolve_methods(cfg: EvaluateConfig, served=None):
@@ -94,15 +89,12 @@ def input_identity(benchmark: str, requester_pays: bool) -> list:
 
 def evaluate_spec(cfg: EvaluateConfig, views: tuple[str, ...], prefix_text: str | None, served=None):
     """What evaluate asks of the scoring pool."""
-    from jobs.scoring_pool import ModelBranch, ScoringSpec
-    from scoring.tasks import hooks_from_env
+    from jobs.scoring_pool import ModelBranch
 
     branches = [served.branch(views) if served else ModelBranch(cfg.model, tuple(views))]
     if cfg.ref_model:
         branches.append(ModelBranch(cfg.ref_model, ("original",), rename_original="ref"))
-    return ScoringSpec(tuple(branches), prefix_text=prefix_text, context=cfg.context, stride=cfg.stride,
-                       max_batch_size=cfg.batch_size, actors=cfg.actors, gpus_per_actor=cfg.gpus_per_actor,
-                       hooks=hooks_from_env())
+    return cfg.pool_spec(branches, prefix_text)
 
 
 def run_evaluate(cfg: EvaluateConfig) -> dict:
@@ -224,6 +216,7 @@ class PhaseClock:
 
 def register(app: typer.Typer) -> None:
     @app.command("evaluate")
+    @with_served_options
     def evaluate(
         benchmark: str = typer.Option(..., help="jsonl or Parquet with `input`, `label` (1 = member), optional `bucket`/`id`; or a release dir"),
         model: str = typer.Option(..., help="HF causal LM: local dir, hub id, FILE.gguf, DIR::FILE.gguf, or `smollm2`; "
@@ -251,21 +244,12 @@ def register(app: typer.Typer) -> None:
                                          "is fitted on at most this many rows: a seeded sample above it, recorded "
                                          "in run.json (its cross-validated TF-IDF fits cost ~4.5 s per 1k rows "
                                          "on one core)"),
-        api_base: Optional[str] = served_opts.API_BASE,
-        tokenizer: Optional[str] = served_opts.TOKENIZER,
-        api_logprobs: str = served_opts.API_LOGPROBS,
-        api_top_logprobs: int = served_opts.API_TOP_LOGPROBS,
-        api_concurrency: int = served_opts.API_CONCURRENCY,
-        api_rps: float = served_opts.API_RPS,
-        api_max_retries: int = served_opts.API_MAX_RETRIES,
+        served: dict = None,
     ):
         """Score a membership benchmark with every detector from one forward pass per view, on a Ray actor pool."""
         cfg = EvaluateConfig(benchmark=benchmark, model=model, out=out, ref_model=ref_model, methods=methods,
                              actors=actors, gpus_per_actor=gpus_per_actor, batch_size=batch_size, context=context,
                              stride=stride, recall_shots=recall_shots, ref_corpus=ref_corpus, calibrate=calibrate,
                              seed=seed, progress=not quiet, shard_size=shard_size, resume=resume,
-                             requester_pays=requester_pays, blind_sample=blind_sample, api_base=api_base,
-                             tokenizer=tokenizer, api_logprobs=api_logprobs, api_top_logprobs=api_top_logprobs,
-                             api_concurrency=api_concurrency, api_rps=api_rps,
-                          api_max_retries=api_max_retries)
+                             requester_pays=requester_pays, blind_sample=blind_sample, **served)
         run_and_print_report(run_evaluate, cfg)

@@ -33,9 +33,54 @@ API_RPS = typer.Option(0.0, "--api-rps", min=0.0, help="requests per second for 
 
 
 
+SERVED_OPTIONS = (("api_base", Optional[str], API_BASE), ("tokenizer", Optional[str], TOKENIZER),
+                  ("api_logprobs", str, API_LOGPROBS), ("api_top_logprobs", int, API_TOP_LOGPROBS),
+                  ("api_concurrency", int, API_CONCURRENCY), ("api_rps", float, API_RPS),
+                  ("api_max_retries", int, API_MAX_RETRIES))
+
+
+def with_served_options(command):
+    """Give a typer command the served-model options (declared once, here): they are appended to its signature,
+    and the command receives them together as `served=dict(...)`, ready for its config's ServedFields."""
+    import functools
+    import inspect
+
+    sig = inspect.signature(command)
+    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
+             for name, kind, option in SERVED_OPTIONS]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs):
+        served = {name: kwargs.pop(name) for name, _, _ in SERVED_OPTIONS}
+        return command(**kwargs, served=served)
+
+    kept = [p for p in sig.parameters.values() if p.name != "served"]
+    wrapper.__signature__ = sig.replace(parameters=kept + extra)
+    return wrapper
+
+
 @dataclass(kw_only=True)
-class ServedFields:
-    """The served-model settings of a job config (mixed into EvaluateConfig and AuditConfig)."""
+class PoolSettings:
+    """How a job's scoring pool runs (the job configs' shared fields) and the ScoringSpec built from them."""
+
+    actors: int = 1  # scorer actors per model
+    gpus_per_actor: float = 0.0
+    batch_size: Optional[int] = None  # sequences per forward pass; None = the device's default
+    context: Optional[int] = None  # window length in tokens
+    stride: Optional[int] = None
+
+    def pool_spec(self, branches, prefix_text: str | None = None):
+        from jobs.scoring_pool import ScoringSpec
+        from scoring.tasks import hooks_from_env
+
+        return ScoringSpec(tuple(branches), prefix_text=prefix_text, context=self.context, stride=self.stride,
+                           max_batch_size=self.batch_size, actors=self.actors, gpus_per_actor=self.gpus_per_actor,
+                           hooks=hooks_from_env())
+
+
+@dataclass(kw_only=True)
+class ServedFields(PoolSettings):
+    """The served-model settings of a job config (evaluate, audit, dataset-inference), beside its pool settings."""
 
     api_base: Optional[str] = None  # a served model: --model is then its served name
     tokenizer: Optional[str] = None  # the served model's local tokenizer
