@@ -41,11 +41,10 @@ class DatasetInferenceConfig(ServedFields):
 
 def _features(cfg: DatasetInferenceConfig, served):
     """The detectors used as features: every one the inputs allow (ref only with --ref-model)."""
-    from jobs.evaluate import EvaluateConfig, resolve_methods
+    from jobs.evaluate import resolve_methods
 
-    probe = EvaluateConfig(benchmark="", model=cfg.model, out="", ref_model=cfg.ref_model, methods=cfg.methods)
     try:
-        return resolve_methods(probe, served)
+        return resolve_methods(cfg.methods, cfg.ref_model, served)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--methods") from None
 

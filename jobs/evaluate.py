@@ -37,16 +37,18 @@ class EvaluateConfig(ServedFields):
     extra: dict = field(default_factory=dict)
 
 
-def resolve_methods(cfg: EvaluateConfig, served=None):
+def resolve_methods(spec: str, ref_model: str | None, served=None):
+    """The detectors `--methods` names, less what the job's models cannot serve (ref without --ref-model, the
+    full-distribution ones over an API): left out of `all`, refused when named."""
     from jobs.served_model import drop_full_distribution
     from scoring.detectors import parse_methods
 
-    methods = parse_methods(cfg.methods)
-    if not cfg.ref_model:
-        if any(m.name == "ref" for m in methods) and cfg.methods not in ("all", None):
+    methods = parse_methods(spec)
+    if not ref_model:
+        if any(m.name == "ref" for m in methods) and spec not in ("all", None):
             raise typer.BadParameter("detector 'ref' needs --ref-model")
         methods = [m for m in methods if m.name != "ref"]
-    return drop_full_distribution(methods, cfg.methods, served)
+    return drop_full_distribution(methods, spec, served)
 
 
 def _ensure_ray():
@@ -116,7 +118,7 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     out = sharding.local_output_dir(dest)  # where the driver makes its files: OUT itself, or a staging dir for S3
     phases = PhaseClock()  # wall time per stage, in run.json: where a slow job spends its time
     served = cfg.served()  # a served model is probed once, before anything else (a few requests)
-    methods = resolve_methods(cfg, served)
+    methods = resolve_methods(cfg.methods, cfg.ref_model, served)
     needs = sorted({v for m in methods for v in m.needs})
     views = (ORIGINAL, *[v for v in needs if v not in ("ref", "token_freq")])
     job_fp = sharding._digest({"settings": {k: v for k, v in asdict(cfg).items()
