@@ -7,12 +7,12 @@ from __future__ import annotations
 import math
 import threading
 import time
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Sequence
 
 import numpy as np
 
-from scoring.api.client import ApiConfig, ApiFatal, ApiRequestError, CompletionsClient
+from scoring.api.client import ApiConfig, ApiRequestError, CompletionsClient
 from scoring.api.echo import echo_request, parse_echo
 from scoring.api.logit_bias import BiasExtractor, TokenKeys
 from scoring.scorer import Window, assemble, plan_windows, stats_columns
@@ -84,26 +84,22 @@ class ApiScorer:
         one = self._echo_window if self.bias is None else self._bias_window
         t0 = time.perf_counter()
         futures = {self.pool.submit(one, seqs[w.seq], w): w for plan in plans for w in plan}
-        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-        fatal = next((f.exception() for f in done if isinstance(f.exception(), ApiFatal)), None)
-        if fatal is not None:
-            for f in futures:
-                f.cancel()
-            raise fatal
-        wait(futures)
         results: dict[Window, dict] = {}
-        errors: dict[int, str] = {}
-        for f, w in futures.items():
-            exc = f.exception()
+        failed: dict[Window, str] = {}
+        for f in as_completed(futures):
+            w, exc = futures[f], f.exception()
             if exc is None:
                 results[w] = f.result()
-            elif isinstance(exc, ApiFatal):
-                raise exc
             elif isinstance(exc, (ApiRequestError, ValueError, KeyError, TypeError)):
-                errors.setdefault(w.seq, f"api_error: {exc}"[:500])
-            else:
+                failed[w] = f"api_error: {exc}"[:500]
+            else:  # ApiFatal (the server is gone) or a bug: stop now, without sending what is still queued
+                for pending in futures:
+                    pending.cancel()
                 raise exc
         self.extraction["requests_s"] = round(self.extraction["requests_s"] + time.perf_counter() - t0, 3)
+        errors: dict[int, str] = {}
+        for w in (w for plan in plans for w in plan if w in failed):  # a row's first failed window names it
+            errors.setdefault(w.seq, failed[w])
         return assemble(plans, results, errors)
 
     def __call__(self, batch: dict) -> dict:
