@@ -23,6 +23,7 @@ class EvaluateConfig(ServedFields):
     model: str
     out: str
     ref_model: Optional[str] = None
+    neighbour_model: Optional[str] = None  # the masked LM that makes the neighbourhood attack's neighbours
     methods: str = "all"
     recall_shots: int = 3
     ref_corpus: Optional[str] = None
@@ -37,17 +38,24 @@ class EvaluateConfig(ServedFields):
     extra: dict = field(default_factory=dict)
 
 
-def resolve_methods(spec: str, ref_model: str | None, served=None):
-    """The detectors `--methods` names, less what the job's models cannot serve (ref without --ref-model, the
-    full-distribution ones over an API): left out of `all`, refused when named."""
+def resolve_methods(spec: str, ref_model: str | None, served=None, neighbour_model: str | None = None):
+    """The detectors `--methods` names, less what the job's models cannot serve (ref without --ref-model,
+    neighbour without --neighbour-model, the full-distribution ones over an API): left out of `all` (saying so
+    where a user may expect it), refused when named."""
     from jobs.served_model import drop_full_distribution
     from scoring.detectors import parse_methods
 
     methods = parse_methods(spec)
-    if not ref_model:
-        if any(m.name == "ref" for m in methods) and spec not in ("all", None):
-            raise typer.BadParameter("detector 'ref' needs --ref-model")
-        methods = [m for m in methods if m.name != "ref"]
+    named = spec not in ("all", None)
+    for name, model, flag in (("ref", ref_model, "--ref-model"), ("neighbour", neighbour_model, "--neighbour-model")):
+        if model or not any(m.name == name for m in methods):
+            continue
+        if named:
+            raise typer.BadParameter(f"detector {name!r} needs {flag}")
+        if name == "neighbour":
+            typer.echo("[methods] neighbour left out of --methods all: it needs --neighbour-model PATH, a local "
+                       "masked LM (BERT, RoBERTa, DistilBERT) to make each passage's neighbours", err=True)
+        methods = [m for m in methods if m.name != name]
     return drop_full_distribution(methods, spec, served)
 
 
@@ -96,7 +104,7 @@ def evaluate_spec(cfg: EvaluateConfig, views: tuple[str, ...], prefix_text: str 
     branches = [served.branch(views) if served else ModelBranch(cfg.model, tuple(views))]
     if cfg.ref_model:
         branches.append(ModelBranch(cfg.ref_model, ("original",), rename_original="ref"))
-    return cfg.pool_spec(branches, prefix_text)
+    return cfg.pool_spec(branches, prefix_text, neighbour_model=cfg.neighbour_model)
 
 
 def run_evaluate(cfg: EvaluateConfig) -> dict:
@@ -118,7 +126,7 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     out = sharding.local_output_dir(dest)  # where the driver makes its files: OUT itself, or a staging dir for S3
     phases = PhaseClock()  # wall time per stage, in run.json: where a slow job spends its time
     served = cfg.served()  # a served model is probed once, before anything else (a few requests)
-    methods = resolve_methods(cfg.methods, cfg.ref_model, served)
+    methods = resolve_methods(cfg.methods, cfg.ref_model, served, cfg.neighbour_model)
     needs = sorted({v for m in methods for v in m.needs})
     views = (ORIGINAL, *[v for v in needs if v not in ("ref", "token_freq")])
     job_fp = sharding._digest({"settings": {k: v for k, v in asdict(cfg).items()
@@ -194,13 +202,26 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
                        "parts": run.stats, "survey": run.survey, "fingerprint": job_fp,
                        "blind_baseline": blind_res["source"] if blind_res else None,
                        "blind_baseline_sample": (blind_res or {}).get("sample"), "phases_s": phases.laps,
-                       "served_model": run_record(served, run.stats.get("api"))})
+                       "served_model": run_record(served, run.stats.get("api")),
+                       "neighbours": neighbour_record(cfg.neighbour_model, methods)})
     report = write_outputs(out, scores, metrics, methods, run_info, blind_res["auc"] if blind_res else None,
                            write_scores=False)
     phases.lap("report and plots")
     sharding.publish(dest, out, {"job": "evaluate", "fingerprint": job_fp, "counts": counts, "run_id": run.run_id})
     return {"report": str(report), "metrics": metrics, "counts": counts, "seconds": run_info["seconds"],
             "blind": blind_res["auc"] if blind_res else None, "phases_s": phases.laps}
+
+
+def neighbour_record(mlm: str | None, methods) -> dict | None:
+    """run.json's `neighbours`: the MLM and the settings the neighbour columns were made with."""
+    from scoring.neighbours import CANDIDATES_PER_SLOT
+
+    used = [m for m in methods if m.name == "neighbour"]
+    if not used:
+        return None
+    return {"mlm": mlm, "candidates_per_slot": CANDIDATES_PER_SLOT, "file": "neighbours.parquet",
+            "columns": {m.column: dict(m.params) for m in used},
+            "cost": "1 + n target passes per passage, plus one MLM pass per one-token word"}
 
 
 class PhaseClock:
@@ -225,7 +246,14 @@ def register(app: typer.Typer) -> None:
                                   "with --api-base, the served model's name"),
         out: str = typer.Option(..., help="output directory or s3:// prefix (complete when _SUCCESS is there)"),
         ref_model: Optional[str] = typer.Option(None, help="reference model for the `ref` detector"),
-        methods: str = typer.Option("all", help="comma-separated detectors, params with @: `loss,min_k@k=0.1,pac@n=3`"),
+        neighbour_model: Optional[str] = typer.Option(
+            None, help="a local masked LM (BERT, RoBERTa, DistilBERT directory) for the `neighbour` detector "
+            "(Mattern et al.): score = mean loss of n one-word-swapped neighbours - the passage's loss (loss = mean "
+            "token NLL, as `loss` computes it; larger = member). Defaults n=25, dropout 0.7 on the swapped word's "
+            "embedding; costs 1 + n target passes per passage; neighbours go to OUT/neighbours.parquet. Without "
+            "it, `all` leaves `neighbour` out"),
+        methods: str = typer.Option("all", help="comma-separated detectors, params with @: `loss,min_k@k=0.1,pac@n=3`, "
+                                    "`neighbour@n=10`"),
         actors: int = typer.Option(1, help="scorer actors (model replicas)"),
         gpus_per_actor: float = typer.Option(0.0, help="GPUs per scorer actor (0 = CPU)"),
         batch_size: Optional[int] = typer.Option(None, help="sequences per forward pass (default: 64 on GPU; on CPU up to 16 within 2,048 tokens)"),
@@ -249,7 +277,8 @@ def register(app: typer.Typer) -> None:
         served: dict = None,
     ):
         """Score a membership benchmark with every detector from one forward pass per view, on a Ray actor pool."""
-        cfg = EvaluateConfig(benchmark=benchmark, model=model, out=out, ref_model=ref_model, methods=methods,
+        cfg = EvaluateConfig(benchmark=benchmark, model=model, out=out, ref_model=ref_model,
+                             neighbour_model=neighbour_model, methods=methods,
                              actors=actors, gpus_per_actor=gpus_per_actor, batch_size=batch_size, context=context,
                              stride=stride, recall_shots=recall_shots, ref_corpus=ref_corpus, calibrate=calibrate,
                              seed=seed, progress=not quiet, shard_size=shard_size, resume=resume,

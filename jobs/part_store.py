@@ -3,6 +3,7 @@
     OUT/token_stats.parquet/part-NNNNN.parquet   per-token statistics (a Parquet dataset: pq.read_table(dir) reads it)
     OUT/scores.parquet/part-NNNNN.parquet        one row per scored text, one float column per detector
     OUT/quarantine.parquet/part-NNNNN.parquet    the part's quarantined rows (jobs/ledger.py schema)
+    OUT/neighbours.parquet/part-NNNNN.parquet    with the `neighbour` detector: every neighbour's text and loss
     OUT/_parts/part-NNNNN.done.json              the completion marker
 
 Workers write the three files; the driver commits the part by writing its marker when the worker's summary
@@ -20,7 +21,7 @@ import pyarrow as pa
 
 from jobs.storage_io import Location
 
-PART_DIRS = ("token_stats.parquet", "scores.parquet", "quarantine.parquet")
+PART_DIRS = ("token_stats.parquet", "scores.parquet", "quarantine.parquet", "neighbours.parquet")
 MARKERS = "_parts"
 
 

@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from jobs.benchmark_parts import PartSpec, read_part
 from jobs.ledger import quarantine_record, quarantine_table
+from scoring.views import is_late_view
 
 ROWS_SCHEMA = pa.schema([("id", pa.string()), ("label", pa.int8()), ("bucket", pa.string()),
                          ("in_eval", pa.bool_()), ("input", pa.string())])
@@ -57,6 +58,7 @@ class ScoringSpec:
     actors: int = 1  # scorer actors per model
     gpus_per_actor: float = 0.0
     hooks: dict = field(default_factory=dict)  # audit log / fault injection (scoring/tasks.py)
+    neighbour_model: str | None = None  # the masked LM that makes the `nbr:` views (neighbourhood attack)
 
     @property
     def device(self) -> str:
@@ -70,11 +72,16 @@ class ScoringSpec:
         scorer = {k: v for k, v in {"context": self.context, "stride": self.stride,
                                     "max_batch_size": self.max_batch_size,
                                     "max_batch_tokens": self.max_batch_tokens}.items() if v}
+        late = [v for v in branch.views if is_late_view(v)]
+        if late and not self.neighbour_model:
+            raise ValueError(f"views {late[:2]}... need a neighbour model (--neighbour-model)")
         return {"model": branch.model, "scorer_kwargs": scorer, "threads": threads, "device": self.device,
-                "hooks": dict(self.hooks), "api": branch.api, "tokenizer": branch.tokenizer}
+                "hooks": dict(self.hooks), "api": branch.api, "tokenizer": branch.tokenizer,
+                "neighbours": {"model": self.neighbour_model, "views": late} if late else None}
 
     def tokenize_kwargs(self, branch: ModelBranch) -> dict:
-        return {"model": branch.model, "views": tuple(branch.views), "prefix_text": self.prefix_text,
+        views = tuple(v for v in branch.views if not is_late_view(v))  # the scorer actor makes the others
+        return {"model": branch.model, "views": views, "prefix_text": self.prefix_text,
                 "rename_original": branch.rename_original, "tokenizer": branch.tokenizer}
 
 
@@ -176,6 +183,8 @@ class PartFinisher:
         files = {"token_stats": self.dest.write_parquet(f"token_stats.parquet/{name}", ts),
                  "scores": self.dest.write_parquet(f"scores.parquet/{name}", scores),
                  "quarantine": self.dest.write_parquet(f"quarantine.parquet/{name}", q)}
+        if any(is_late_view(v) for v in self.spec.branches[0].views):
+            files["neighbours"] = self.dest.write_parquet(f"neighbours.parquet/{name}", neighbour_table(ts, rows))
         reasons = dict(Counter(q.column("reason").to_pylist()))
         return {"index": index, "how": how, "rows_in": rows.num_rows + quarantined.num_rows, "scored": len(good),
                 "quarantined": q.num_rows, "reasons": reasons, "token_rows": ts.num_rows,
@@ -198,6 +207,32 @@ class PartFinisher:
         if extra or bad:
             raise AccountingError(f"part {index}: row accounting does not reconcile: {len(pos)} rows in, {len(bad)} "
                                   f"without exactly the views {want} (e.g. {bad[:3]}), {len(extra)} unexpected ids")
+
+
+NEIGHBOURS_SCHEMA = pa.schema([("id", pa.string()), ("neighbour", pa.int32()), ("text", pa.string()),
+                               ("offset", pa.int32()), ("original", pa.string()), ("replacement", pa.string()),
+                               ("loss", pa.float64()), ("passage_loss", pa.float64())])
+
+
+def neighbour_table(ts: pa.Table, rows: pa.Table) -> pa.Table:
+    """neighbours.parquet's part: each neighbour's text, the word it swapped and its loss beside the passage's,
+    so that anyone can recompute (and check) the neighbour score from this file alone."""
+    from scoring.detectors.neighbour import passage_loss
+    from scoring.neighbours import swap_of
+    from scoring.views import ORIGINAL, parse_neighbour_view
+
+    texts = dict(zip(rows.column("id").to_pylist(), rows.column("input").to_pylist()))
+    pick = ts.select(["id", "view", "text", "lp", "error"]).to_pylist()
+    own = {r["id"]: passage_loss(r["lp"]) for r in pick if r["view"] == ORIGINAL}
+    out = []
+    for r in pick:
+        if not is_late_view(r["view"]) or r["text"] is None or r["error"]:
+            continue
+        offset, original, replacement = swap_of(texts[r["id"]], r["text"])
+        out.append({"id": r["id"], "neighbour": parse_neighbour_view(r["view"])[2], "text": r["text"],
+                    "offset": offset, "original": original, "replacement": replacement,
+                    "loss": passage_loss(r["lp"]), "passage_loss": own.get(r["id"])})
+    return pa.Table.from_pylist(out, schema=NEIGHBOURS_SCHEMA)
 
 
 def scores_schema(methods) -> pa.Schema:

@@ -69,13 +69,13 @@ class PoolSettings:
     context: Optional[int] = None  # window length in tokens
     stride: Optional[int] = None
 
-    def pool_spec(self, branches, prefix_text: str | None = None):
+    def pool_spec(self, branches, prefix_text: str | None = None, neighbour_model: str | None = None):
         from jobs.scoring_pool import ScoringSpec
         from scoring.tasks import hooks_from_env
 
         return ScoringSpec(tuple(branches), prefix_text=prefix_text, context=self.context, stride=self.stride,
                            max_batch_size=self.batch_size, actors=self.actors, gpus_per_actor=self.gpus_per_actor,
-                           hooks=hooks_from_env())
+                           hooks=hooks_from_env(), neighbour_model=neighbour_model)
 
 
 @dataclass(kw_only=True)

@@ -74,11 +74,14 @@ def tool_version() -> str:
 
 def scoring_fingerprint(cfg, views: Sequence[str], prefix_text: str | None) -> str:
     """Everything that changes the token stats of a row (not which rows: each shard records its own)."""
-    return _digest({
+    facts = {
         "model": model_identity(cfg.model), "ref_model": model_identity(cfg.ref_model), "views": list(views),
         "prefix_text": prefix_text, "context": cfg.context, "stride": cfg.stride, "batch_size": cfg.batch_size,
         "device": "cuda" if cfg.gpus_per_actor > 0 else "cpu", "tool": tool_version(),
-    })
+    }
+    if getattr(cfg, "neighbour_model", None):  # only when set, so that earlier outputs keep their fingerprints
+        facts["neighbour_model"] = model_identity(cfg.neighbour_model)
+    return _digest(facts)
 
 
 JOB_FIELDS_IGNORED = ("out", "actors", "progress", "resume", "shard_size", "extra", "requester_pays",

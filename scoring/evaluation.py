@@ -140,6 +140,14 @@ def _fmt_auc(rec: dict) -> str:
     return "n/a" if not np.isfinite(auc) else f"{auc:.3f} [{lo:.2f}, {hi:.2f}]"
 
 
+def _neighbour_lines(info: Mapping | None) -> list[str]:
+    if not info:
+        return []
+    cols = "; ".join(f"`{c}`: n={p['n']}, dropout={p['dropout']:g}, seed={p['seed']}" for c, p in info["columns"].items())
+    return [f"- neighbour: masked LM `{info['mlm']}` ({cols}); score = mean loss of the neighbours − the passage's "
+            f"loss; every neighbour with its loss is in `{info['file']}`"]
+
+
 def report_table(records: Sequence[dict], blind: Mapping[str, float] | None = None) -> str:
     """Markdown table: methods × buckets, AUC with its bootstrap 95% CI; a blind-baseline row when known."""
     buckets = list(dict.fromkeys(r["bucket"] for r in records))
@@ -174,6 +182,7 @@ def write_outputs(out_dir: Path, scores: pa.Table, records: list[dict], methods:
         f"{counts.get('quarantined', '?')}" + (f"; {counts['recall_prefix']} rows used as the ReCaLL prefix are "
                                               "excluded from evaluation" if counts.get("recall_prefix") else ""),
         "- AUC with a bootstrap 95% CI (1000 resamples, seeded). Larger score = more likely member, for every method.",
+        *_neighbour_lines(run_info.get("neighbours")),
         "",
         report_table(records, blind),
         "",

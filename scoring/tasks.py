@@ -39,19 +39,26 @@ class ScoreTask:
 
     def __init__(self, model: str, scorer_kwargs: dict | None = None, threads: int | None = None,
                  device: str | None = None, hooks: dict | None = None, api: dict | None = None,
-                 tokenizer: str | None = None):
+                 tokenizer: str | None = None, neighbours: dict | None = None):
         self.rows_seen = 0
         self.hooks = dict(hooks or {})
+        if threads:
+            import torch
+
+            torch.set_num_threads(threads)  # two actors on 2 cores must not both spawn 2 threads
+        self.neighbours = None
+        if neighbours:  # the neighbourhood attack's views, made here where a GPU may be (scoring/neighbours.py)
+            from scoring.model import load_tokenizer
+            from scoring.neighbours import NeighbourViews
+
+            self.neighbours = NeighbourViews(neighbours["model"], neighbours["views"],
+                                             load_tokenizer(tokenizer or model), device=device or "cpu")
         if api:  # a served model: HTTP requests, no weights here (scoring/api)
             self.scorer = api_scorer(api, tokenizer or model, scorer_kwargs or {})
             return
-        import torch
-
         from scoring.model import load_causal_lm
         from scoring.scorer import Scorer
 
-        if threads:
-            torch.set_num_threads(threads)  # two actors on 2 cores must not both spawn 2 threads
         lm, _ = load_causal_lm(model, device=device)
         self.scorer = Scorer(lm, model_name=model, **(scorer_kwargs or {}))
 
@@ -64,11 +71,14 @@ class ScoreTask:
         self.rows_seen += batch.num_rows
         if self.hooks:
             _injected_fault(self.hooks, cols["id"])
+        if self.neighbours is not None:
+            cols = self.neighbours(cols)
+        n = len(cols["id"])
         calls_before = self.scorer.calls
         scored = self.scorer(cols)
         if self.hooks.get("score_log"):
             _log_scored(self.hooks["score_log"], cols, self.scorer.calls - calls_before)
-        out = {f.name: scored.get(f.name, [None] * batch.num_rows) for f in SCORED_SCHEMA}
+        out = {f.name: scored.get(f.name, [None] * n) for f in SCORED_SCHEMA}
         for k in STAT_FIELDS:
             out[k] = [v if v else [] for v in out[k]]
         return pa.table(out, schema=SCORED_SCHEMA)

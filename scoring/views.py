@@ -7,6 +7,8 @@ A view name says how to build it, so that a detector can ask for exactly the cop
   prefixed            a fixed non-member prefix + the text; only the text's tokens are kept   (ReCaLL)
   pac:<ratio>:<seed>:<j>  copy j of the original token ids with round(ratio·n) random pair swaps     (PAC)
   ref                 the original, under a second (reference) model with its own tokenizer
+  nbr:<dropout>:<seed>:<j>  the passage with one word swapped by a masked LM, the j-th best such swap
+                      (neighbourhood attack; made on the scorer actor by scoring/neighbours.py, not here)
 """
 from __future__ import annotations
 
@@ -26,6 +28,26 @@ def pac_view(ratio: float, seed: int, copy: int) -> str:
 def parse_pac_view(name: str) -> tuple[float, int, int]:
     _, ratio, seed, copy = name.split(":")
     return float(ratio), int(seed), int(copy)
+
+
+def neighbour_view(dropout: float, seed: int, j: int) -> str:
+    return f"nbr:{dropout:g}:{seed}:{j}"
+
+
+def parse_neighbour_view(name: str) -> tuple[float, int, int]:
+    _, dropout, seed, j = name.split(":")
+    return float(dropout), int(seed), int(j)
+
+
+def is_late_view(name: str) -> bool:
+    """Views the scorer actor builds (it holds the model they need), which the CPU stage leaves out."""
+    return name.startswith("nbr:")
+
+
+def encode(tokenizer, texts: list[str]) -> list[tuple[list[int], list[int]]]:
+    """Token ids (with the model's special tokens) and each token's character start, per text."""
+    enc = tokenizer(texts, add_special_tokens=True, return_offsets_mapping=True)
+    return [(list(ids), [int(o[0]) for o in offs]) for ids, offs in zip(enc["input_ids"], enc["offset_mapping"])]
 
 
 def stable_seed(*parts) -> int:
@@ -70,8 +92,7 @@ class ViewBuilder:
         self._prefix_ids: list[int] | None = None
 
     def _encode(self, texts: list[str]) -> list[tuple[list[int], list[int]]]:
-        enc = self.tokenizer(texts, add_special_tokens=True, return_offsets_mapping=True)
-        return [(list(ids), [int(o[0]) for o in offs]) for ids, offs in zip(enc["input_ids"], enc["offset_mapping"])]
+        return encode(self.tokenizer, texts)
 
     def _prefix(self) -> list[int]:
         if self._prefix_ids is None:
@@ -81,7 +102,7 @@ class ViewBuilder:
         return self._prefix_ids
 
     def rows(self, ids: Sequence[str], texts: Sequence[str]) -> list[dict]:
-        views = self.request.views
+        views = tuple(v for v in self.request.views if not is_late_view(v))
         encoded = self._encode(list(texts))
         lowered = self._encode([t.lower() for t in texts]) if LOWERCASE in views else None
         out = []

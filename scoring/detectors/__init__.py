@@ -6,6 +6,7 @@ from scoring.detectors import (  # noqa: F401 - imported for registration
     max_k,
     min_k,
     min_k_pp,
+    neighbour,
     pac,
     recall,
     ref,
