@@ -14,6 +14,8 @@ Benchmarks (each writes <out>/<name>.json; all together <out>/summary.md and <ou
   shift_audit the blind-baseline shift audit of a 10k-row benchmark (target: under a minute on 2 cores)
   api         scoring over the loopback OpenAI-compatible server: echo vs logit-bias methods, calls per token,
               rows/s at several concurrencies, and the error against local scoring (also api_scoring.png)
+  paraphrase  the known-membership study's AUCs on the original and on WordNet- and MLM-paraphrased copies, every
+              detector incl. neighbour (also paraphrase.md: the README's table)
 The GPU benchmark is `python -m bench.gpu` (no Ray needed); see docs/scaling.md.
 
 Timings on a shared machine are noisy: every result records the load average before and after it ran.
@@ -27,7 +29,7 @@ import time
 import traceback
 from pathlib import Path
 
-BENCHES = ("throughput", "memory", "detectors", "e2e", "curation", "shift_audit", "api")
+BENCHES = ("throughput", "memory", "detectors", "e2e", "curation", "shift_audit", "api", "paraphrase")
 
 FULL = {
     "throughput": {"models": {"gpt2-tiny": {"tokens": 16384, "repeats": 2}, "gpt2-36m": {"tokens": 4096, "repeats": 1}},
@@ -38,6 +40,7 @@ FULL = {
     "curation": {"repeats": 3},
     "shift_audit": {"rows": 10_000},
     "api": None,  # bench/api_bench.py's FULL
+    "paraphrase": None,  # bench/paraphrase_study.py's FULL
 }
 QUICK = {
     "throughput": {"models": {"gpt2-tiny": {"tokens": 2048, "repeats": 1}}, "lengths": (32, 128, 512), "batch": 8},
@@ -47,6 +50,7 @@ QUICK = {
     "curation": {"repeats": 1},
     "shift_audit": {"rows": 1_000},
     "api": "quick",  # bench/api_bench.py's QUICK
+    "paraphrase": "quick",  # bench/paraphrase_study.py's QUICK
 }
 PASSAGE_WORDS = 104  # ~170 tokens with the tiny model's 2000-token BPE (the "~170 tokens")
 
@@ -100,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         write_json(out, name, payload)
         log(f"[bench] {name} done in {payload['seconds']:.1f} s")
     total = time.perf_counter() - started
+    if "paraphrase" in results:
+        (out / "paraphrase.md").write_text(results["paraphrase"]["table_md"])
     if "api" in results:
         from bench.api_bench import plot as plot_api
 
@@ -211,8 +217,15 @@ def run_api(cfg, work: Path, shared: dict) -> dict:
     return bench_api(API_QUICK if cfg == "quick" else API_FULL, work)
 
 
+def run_paraphrase(cfg, work: Path, shared: dict) -> dict:
+    from bench.paraphrase_study import FULL as P_FULL, QUICK as P_QUICK, markdown, run_study
+
+    res = run_study(P_QUICK if cfg == "quick" else P_FULL, work / "paraphrase")
+    return {**res, "table_md": markdown(res)}
+
+
 RUNNERS = {"throughput": run_throughput, "memory": run_memory, "detectors": run_detectors, "e2e": run_e2e,
-           "curation": run_curation, "shift_audit": run_shift_audit, "api": run_api}
+           "curation": run_curation, "shift_audit": run_shift_audit, "api": run_api, "paraphrase": run_paraphrase}
 
 
 # ---- summary ----------------------------------------------------------------------------------------------------
@@ -337,6 +350,8 @@ def render_summary(results: dict, errors: dict, total: float, args) -> str:
                          f"{r.get('calls_per_token', '-')} | {r.get('tokens_per_call', '-')} | "
                          f"{r.get('max_abs_lp_error', 0):.1e} |")
         lines.append("")
+    if "paraphrase" in results:
+        lines += ["## The paraphrased setting (AUC)", "", results["paraphrase"]["table_md"]]
     return "\n".join(lines) + "\n"
 
 

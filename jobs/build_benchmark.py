@@ -83,8 +83,10 @@ def _run(cfg: Mapping[str, Any], stage: Path, runner: str) -> dict:
     from jobs.build_release import run_ray
 
     owns_ray = not ray.is_initialized()
-    if owns_ray:  # a local runtime, or the cluster that RAY_ADDRESS names
-        ray.init(include_dashboard=False, log_to_driver=False)
+    if owns_ray:  # a local runtime, or the cluster that RAY_ADDRESS names (jobs/ray_runtime.py)
+        from jobs.ray_runtime import ensure_ray
+
+        ensure_ray(log_to_driver=False, logging_level="INFO")
     try:
         return run_ray(cfg, stage, _echo)
     finally:

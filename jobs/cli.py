@@ -28,6 +28,7 @@ JOB_MODULES = (
     "jobs.unlearning_audit",
     "jobs.contamination_study",
     "jobs.dataset_inference",
+    "jobs.paraphrase",
 )
 
 for _name in JOB_MODULES:

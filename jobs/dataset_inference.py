@@ -126,6 +126,8 @@ def run_dataset_inference(cfg: DatasetInferenceConfig) -> dict:
                    "recall_prefix_passages": len(run.prefix_ids)},
         "scoring": {"rows_in": run.ledger.rows_in, "scored": run.ledger.rows_out,
                     "quarantined": run.ledger.quarantined, "reasons": dict(run.ledger.reasons)},
+        "counts": {"in": run.ledger.rows_in, "scored": run.ledger.rows_out, "quarantined": run.ledger.quarantined,
+                   "recall_prefix": len(run.prefix_ids), "tested": int(sum(res["sizes"].values()))},
         "model": cfg.model, "served_model": run_record(served, run.stats.get("api")), "config": asdict(cfg),
         "seconds": round(time.perf_counter() - t0, 2), "phases_s": phases.laps,
     }

@@ -35,6 +35,7 @@ class EvaluateConfig(ServedFields):
     resume: bool = True  # reuse finished shards; a finished job with the same fingerprint is a no-op
     requester_pays: bool = False  # reading an s3:// benchmark from a requester-pays bucket
     blind_sample: int = 20_000  # rows the blind baseline is fitted on at most (a seeded sample above that)
+    compare_to: Optional[str] = None  # an earlier evaluation (its OUT) or a benchmark: AUCs shown side by side
     extra: dict = field(default_factory=dict)
 
 
@@ -60,15 +61,11 @@ def resolve_methods(spec: str, ref_model: str | None, served=None, neighbour_mod
 
 
 def _ensure_ray():
-    import ray
-
     from jobs.driver_memory import return_freed_memory
+    from jobs.ray_runtime import ensure_ray
 
     return_freed_memory()  # this process is a job's driver: keep its RSS what it holds (jobs/driver_memory.py)
-    if not ray.is_initialized():
-        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-        ray.init(address=os.environ.get("RAY_ADDRESS"), include_dashboard=False, logging_level="WARNING")
-    return ray
+    return ensure_ray()  # RAY_ADDRESS's cluster, or a local one (a dead recorded cluster is skipped)
 
 
 def token_freq_from_corpus(model: str, ref_corpus: str) -> np.ndarray:
@@ -187,6 +184,9 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     phases.lap("read score columns")
     metrics = compute_metrics(scores, methods, seed=cfg.seed, n_bootstrap=cfg.n_bootstrap, calibrate=cfg.calibrate,
                               counts=counts)
+    compare = None
+    if cfg.compare_to:
+        metrics, compare = compare_with_original(cfg, metrics, dest)
     phases.lap("metrics")
     failed = set()
     if ledger.reasons and run.stats["scored"]:
@@ -203,13 +203,34 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
                        "blind_baseline": blind_res["source"] if blind_res else None,
                        "blind_baseline_sample": (blind_res or {}).get("sample"), "phases_s": phases.laps,
                        "served_model": run_record(served, run.stats.get("api")),
-                       "neighbours": neighbour_record(cfg.neighbour_model, methods)})
+                       "neighbours": neighbour_record(cfg.neighbour_model, methods), "compare_to": compare})
     report = write_outputs(out, scores, metrics, methods, run_info, blind_res["auc"] if blind_res else None,
                            write_scores=False)
     phases.lap("report and plots")
     sharding.publish(dest, out, {"job": "evaluate", "fingerprint": job_fp, "counts": counts, "run_id": run.run_id})
     return {"report": str(report), "metrics": metrics, "counts": counts, "seconds": run_info["seconds"],
             "blind": blind_res["auc"] if blind_res else None, "phases_s": phases.laps}
+
+
+def compare_with_original(cfg: EvaluateConfig, metrics: list[dict], dest) -> tuple[list[dict], dict]:
+    """metrics with the original's AUC beside each (scoring/comparison.py). --compare-to names an earlier
+    evaluation's output (it has metrics.json) or a benchmark, which is then evaluated first, with this run's
+    model and settings, into OUT/original/ (resumable like any evaluation)."""
+    from dataclasses import replace
+
+    from jobs import shards as sharding
+    from jobs.storage_io import Location
+    from scoring.comparison import attach_original, original_metrics
+
+    source = Location(cfg.compare_to)
+    if not source.exists("metrics.json"):
+        sub = dest.child("original")
+        sharding.echo(f"--compare-to {cfg.compare_to}: no metrics.json there, so it is read as a benchmark and "
+                      f"evaluated into {sub} with the same model and settings")
+        run_evaluate(replace(cfg, benchmark=cfg.compare_to, out=sub, compare_to=None))
+        source = Location(sub)
+    records = attach_original(metrics, original_metrics(source, cfg.compare_to))
+    return records, {"original": cfg.compare_to, "metrics": source.child("metrics.json"), "plot": True}
 
 
 def neighbour_record(mlm: str | None, methods) -> dict | None:
@@ -274,6 +295,11 @@ def register(app: typer.Typer) -> None:
                                          "is fitted on at most this many rows: a seeded sample above it, recorded "
                                          "in run.json (its cross-validated TF-IDF fits cost ~4.5 s per 1k rows "
                                          "on one core)"),
+        compare_to: Optional[str] = typer.Option(
+            None, help="show each AUC beside the same detector's AUC on ORIGINAL: an earlier evaluation's OUT "
+            "(read from its metrics.json) or a benchmark (then evaluated first into OUT/original/ with the same "
+            "model and settings). For a paraphrased benchmark (`tidemark paraphrase`): report.md gets a table "
+            "with the change, and compare_auc.png"),
         served: dict = None,
     ):
         """Score a membership benchmark with every detector from one forward pass per view, on a Ray actor pool."""
@@ -282,5 +308,6 @@ def register(app: typer.Typer) -> None:
                              actors=actors, gpus_per_actor=gpus_per_actor, batch_size=batch_size, context=context,
                              stride=stride, recall_shots=recall_shots, ref_corpus=ref_corpus, calibrate=calibrate,
                              seed=seed, progress=not quiet, shard_size=shard_size, resume=resume,
-                             requester_pays=requester_pays, blind_sample=blind_sample, **served)
+                             requester_pays=requester_pays, blind_sample=blind_sample, compare_to=compare_to,
+                             **served)
         run_and_print_report(run_evaluate, cfg)

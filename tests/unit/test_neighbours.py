@@ -98,7 +98,6 @@ def tiny_mlm(tmp_path_factory):
 
 def test_tiny_mlm_neighbours_are_one_word_away_and_reproducible(tiny_mlm):
     from scoring.mlm import MaskedLM
-    from scoring.model import load_tokenizer  # noqa: F401 - the target tokenizer below is the MLM's own
     from scoring.neighbours import NeighbourViews
 
     text = "The Congress of the United States shall assemble at least once in every year, and the people agree."
