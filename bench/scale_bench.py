@@ -138,7 +138,8 @@ def main(argv=None) -> int:
     ap.add_argument("--all-sizes", default="2000,8000", help="sizes for the `--methods all` slope ('' to skip)")
     ap.add_argument("--loop-rows", type=int, default=3000, help="rows for the bare batch-1 loop")
     ap.add_argument("--work", default=None)
-    ap.add_argument("--job", choices=("evaluate", "audit", "doc-mia", "build", "wikidump", "arxiv", "dataset-inference"),
+    ap.add_argument("--job", choices=("evaluate", "audit", "doc-mia", "build", "wikidump", "arxiv", "dataset-inference",
+                                      "paraphrase"),
                     default="evaluate",
                     help="audit: `tidemark audit` on N target rows with a fixed 2k-row calibration set "
                          "(results in scale_audit.json/png); doc-mia: `tidemark doc-mia` on N documents of "
@@ -149,7 +150,8 @@ def main(argv=None) -> int:
                          "--sizes counts the before dump's pages, the after dump adds a fifth as new pages); arxiv: "
                          "`tidemark build-benchmark` (arxiv config) on two months of generated source tars on a local "
                          "moto S3 server (scale_arxiv.json/png; --sizes counts papers); dataset-inference: `tidemark "
-                         "dataset-inference` on N passages, half suspect, half validation (scale_dataset_inference.*)")
+                         "dataset-inference` on N passages, half suspect, half validation (scale_dataset_inference.*); "
+                         "paraphrase: `tidemark paraphrase` (wordnet, rate 0.2) on N rows (scale_paraphrase.*)")
     ap.add_argument("--doc-words", type=int, default=1000, help="doc-mia: words per document")
     ap.add_argument("--archive", action="store_true", help="build: the dump as a site .7z (LZMA2, preset 1) instead "
                                                            "of a plain Posts.xml (results in scale_build_7z.*)")
@@ -160,11 +162,11 @@ def main(argv=None) -> int:
         return main_doc_mia(args)
     if args.job == "build":
         return main_build(args)
-    if args.job in ("wikidump", "arxiv", "dataset-inference"):
+    if args.job in ("wikidump", "arxiv", "dataset-inference", "paraphrase"):
         from importlib import import_module
 
         module = {"wikidump": "bench.wikidump", "arxiv": "bench.arxiv_month",
-                  "dataset-inference": "bench.dataset_inference_scale"}[args.job]
+                  "dataset-inference": "bench.dataset_inference_scale", "paraphrase": "bench.paraphrase_scale"}[args.job]
         return import_module(module).main_bench(args)
     from bench.common import environment, write_json
     from bench.workspace import tiny_model_dir, write_benchmark
@@ -360,7 +362,7 @@ def plot(runs: dict, path: Path, what: str = "benchmark rows") -> None:
     for label, r in runs.items():
         ns = sorted(r)
         name = label if label in ("audit", "doc-mia", "build", "build_7z", "wikidump", "arxiv",
-                                  "dataset-inference") else f"--methods {label}"
+                                  "dataset-inference", "paraphrase") else f"--methods {label}"
         a.plot(ns, [r[n]["driver_peak_mb"] for n in ns], "o-", label=f"driver, {name}")
         a.plot(ns, [r[n]["workers_peak_mb"] for n in ns], "s--", label=f"Ray workers, {name}")
         b.plot(ns, [r[n]["rows_per_s"] for n in ns], "o-", label=name)
