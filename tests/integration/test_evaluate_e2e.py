@@ -60,7 +60,8 @@ def test_known_members_are_detected(evaluated):
     auc = {(m["method"], m["bucket"]): m["auc"] for m in metrics}
     assert auc[("min_k", "all")] >= 0.8, auc
     assert auc[("loss", "all")] > 0.5, auc
-    assert {m["method"] for m in metrics} == set(REGISTRY) - {"ref"}  # ref needs --ref-model
+    # ref needs --ref-model, neighbour --neighbour-model (tests/integration/test_neighbour_evaluate.py)
+    assert {m["method"] for m in metrics} == set(REGISTRY) - {"ref", "neighbour"}
     for m in metrics:
         assert set(m) >= {"method", "params", "bucket", "n", "auc", "auc_ci", "tpr_at_1_fpr", "tpr_at_5_fpr"}
 
@@ -146,7 +147,7 @@ def test_scores_equal_the_one_process_reference(evaluated, study):
     run = json.loads((evaluated / "run.json").read_text())
     prefix_ids = run["recall_prefix_ids"]
     prefix_text = "\n\n".join(r["input"] for r in rows if r["id"] in set(prefix_ids)) + "\n\n"
-    methods = [m for m in parse_methods("all") if m.name != "ref"]
+    methods = [m for m in parse_methods("all") if m.name not in ("ref", "neighbour")]
     views = tuple(run["views"])
     texts = pa.Table.from_pylist([{"id": r["id"], "input": r["input"]} for r in rows])
     tokens = TokenizeTask(study["model"], views, prefix_text)(texts)
