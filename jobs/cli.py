@@ -29,6 +29,7 @@ JOB_MODULES = (
     "jobs.contamination_study",
     "jobs.dataset_inference",
     "jobs.paraphrase",
+    "jobs.infra",
 )
 
 for _name in JOB_MODULES:
