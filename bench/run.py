@@ -16,6 +16,9 @@ Benchmarks (each writes <out>/<name>.json; all together <out>/summary.md and <ou
               rows/s at several concurrencies, and the error against local scoring (also api_scoring.png)
   paraphrase  the known-membership study's AUCs on the original and on WordNet- and MLM-paraphrased copies, every
               detector incl. neighbour (also paraphrase.md: the README's table)
+  chaos       the real CLI on a genuine two-node Ray cluster (ray.cluster_utils.Cluster) losing its worker node
+              mid-job (evaluate, audit, build-benchmark), a driver SIGKILLed before a head restart, a cluster left
+              with no room for a scorer: what was killed, when, what the job did, seconds lost, outputs identical
 The GPU benchmark is `python -m bench.gpu` (no Ray needed); see docs/scaling.md.
 
 Timings on a shared machine are noisy: every result records the load average before and after it ran.
@@ -29,7 +32,7 @@ import time
 import traceback
 from pathlib import Path
 
-BENCHES = ("throughput", "memory", "detectors", "e2e", "curation", "shift_audit", "api", "paraphrase")
+BENCHES = ("throughput", "memory", "detectors", "e2e", "curation", "shift_audit", "api", "paraphrase", "chaos")
 
 FULL = {
     "throughput": {"models": {"gpt2-tiny": {"tokens": 16384, "repeats": 2}, "gpt2-36m": {"tokens": 4096, "repeats": 1}},
@@ -41,6 +44,7 @@ FULL = {
     "shift_audit": {"rows": 10_000},
     "api": None,  # bench/api_bench.py's FULL
     "paraphrase": None,  # bench/paraphrase_study.py's FULL
+    "chaos": None,  # every scenario of bench/chaos_bench.py
 }
 QUICK = {
     "throughput": {"models": {"gpt2-tiny": {"tokens": 2048, "repeats": 1}}, "lengths": (32, 128, 512), "batch": 8},
@@ -51,6 +55,7 @@ QUICK = {
     "shift_audit": {"rows": 1_000},
     "api": "quick",  # bench/api_bench.py's QUICK
     "paraphrase": "quick",  # bench/paraphrase_study.py's QUICK
+    "chaos": ("evaluate-node-loss",),
 }
 PASSAGE_WORDS = 104  # ~170 tokens with the tiny model's 2000-token BPE (the "~170 tokens")
 
@@ -224,8 +229,18 @@ def run_paraphrase(cfg, work: Path, shared: dict) -> dict:
     return {**res, "table_md": markdown(res)}
 
 
+def run_chaos(cfg, work: Path, shared: dict) -> dict:
+    from bench.chaos_bench import SCENARIOS, all_held, run_chaos as chaos
+
+    res = chaos(cfg or SCENARIOS, work / "chaos")
+    if not all_held(res):
+        raise RuntimeError(f"a chaos scenario lost or changed data: {res['scenarios']}")
+    return res
+
+
 RUNNERS = {"throughput": run_throughput, "memory": run_memory, "detectors": run_detectors, "e2e": run_e2e,
-           "curation": run_curation, "shift_audit": run_shift_audit, "api": run_api, "paraphrase": run_paraphrase}
+           "curation": run_curation, "shift_audit": run_shift_audit, "api": run_api, "paraphrase": run_paraphrase,
+           "chaos": run_chaos}
 
 
 # ---- summary ----------------------------------------------------------------------------------------------------
@@ -352,6 +367,18 @@ def render_summary(results: dict, errors: dict, total: float, args) -> str:
         lines.append("")
     if "paraphrase" in results:
         lines += ["## The paraphrased setting (AUC)", "", results["paraphrase"]["table_md"]]
+    if "chaos" in results:
+        lines += ["## Node loss on a two-node Ray cluster", "",
+                  "| scenario | fault at (s) | what the job did | seconds (clean) | lost | identical | counts |",
+                  "|---|---|---|---|---|---|---|"]
+        for name, r in results["chaos"]["scenarios"].items():
+            if "skipped" in r:
+                lines.append(f"| {name} | skipped: {r['skipped']} | | | | | |")
+                continue
+            lines.append(f"| {name} | {r['runs'][0]['fault_at_s']} | {r['outcome']} | {r['seconds']} "
+                         f"({r['clean_seconds']}) | {r['seconds_lost']} | {r['identical_to_uninterrupted']} | "
+                         f"{r['counts_reconcile']} |")
+        lines.append("")
     return "\n".join(lines) + "\n"
 
 

@@ -42,7 +42,10 @@ class RowScorer:
 
 
 class Isolator:
-    def __init__(self, spec: ScoringSpec, cpus: float):
+    """Up to `spec.actors` RowScorer actors, keeping those the alive cluster can start (a lost node's share of the
+    pool would wait for resources forever); every wait is bounded by the stall timeout."""
+
+    def __init__(self, spec: ScoringSpec, cpus: float, stall_timeout_s: float = 1800.0):
         import ray
 
         from jobs.scoring_pool import scorer_resources
@@ -50,7 +53,9 @@ class Isolator:
         num_cpus, threads = scorer_resources(spec, cpus)
         actor_cls = ray.remote(RowScorer).options(num_cpus=num_cpus, num_gpus=spec.gpus_per_actor or None,
                                                   max_restarts=-1, max_task_retries=0)
-        self.actors = [actor_cls.remote(spec, threads) for _ in range(max(1, spec.actors))]
+        self.timeout = stall_timeout_s
+        self.actors = _startable([actor_cls.remote(spec, threads) for _ in range(max(1, spec.actors))],
+                                 stall_timeout_s, {"CPU": num_cpus, "GPU": spec.gpus_per_actor})
         self.model = spec.branches[0].model
         self.single_failures_in_a_row = 0
         self.batch_failures = 0
@@ -63,6 +68,7 @@ class Isolator:
 
     def score_rows(self, rows: pa.Table) -> pa.Table:
         import ray
+        from ray.exceptions import GetTimeoutError
 
         from scoring.tasks import SCORED_SCHEMA
 
@@ -72,8 +78,10 @@ class Isolator:
         tables, retry = [], []
         for b, ref in refs:
             try:
-                tables.append(ray.get(ref))
+                tables.append(ray.get(ref, timeout=self.timeout))
                 self.single_failures_in_a_row = 0
+            except GetTimeoutError:
+                raise _stalled(self.timeout) from None
             except Exception:  # noqa: BLE001 - a crash somewhere in the batch: find the row
                 self.batch_failures += 1
                 retry.extend(b.slice(i, 1) for i in range(b.num_rows))
@@ -84,15 +92,18 @@ class Isolator:
 
     def _one(self, k: int, one: pa.Table) -> pa.Table:
         import ray
+        from ray.exceptions import GetTimeoutError
 
         error = None
         for _ in range(ROW_ATTEMPTS):
             actor = self.actors[k % len(self.actors)]
-            _wait_ready(actor)  # a failure after this is the row's, not a restart still under way
+            _wait_ready(actor, self.timeout)  # a failure after this is the row's, not a restart still under way
             try:
-                out = ray.get(actor.__call__.remote(one))
+                out = ray.get(actor.__call__.remote(one), timeout=self.timeout)
                 self.single_failures_in_a_row = 0
                 return out
+            except GetTimeoutError:
+                raise _stalled(self.timeout) from None
             except Exception as exc:  # noqa: BLE001
                 from jobs.part_scoring import served_model_gone
                 from scoring.api.client import ApiFatal
@@ -118,9 +129,37 @@ def crash_rows(ids, model: str, error: str) -> pa.Table:
     return pa.Table.from_pylist(recs, schema=SCORED_SCHEMA)
 
 
+def _stalled(timeout_s: float):
+    from jobs.pool_watch import StalledPool
+
+    return StalledPool(f"the row-isolating scorers answered nothing in {timeout_s:g} s")
+
+
+def _startable(actors: list, timeout_s: float, needs: dict, grace_s: float = 30.0) -> list:
+    """The actors that start: waits up to `timeout_s` for the first, then `grace_s` for the rest, and kills those
+    still pending (the cluster has no room for them now)."""
+    import ray
+
+    from jobs.pool_watch import StalledPool, capacity_line
+
+    pings = {a.ping.remote(): a for a in actors}
+    ready, pending = ray.wait(list(pings), num_returns=1, timeout=timeout_s)
+    if not ready:
+        raise StalledPool(f"no row-isolating scorer started in {timeout_s:g} s: {capacity_line(needs)}")
+    if pending:
+        more, pending = ray.wait(pending, num_returns=len(pending), timeout=grace_s)
+        ready += more
+    for ref in pending:
+        ray.kill(pings[ref])
+    if pending:
+        echo(f"going on with {len(ready)} of {len(actors)} row-isolating scorer(s): the cluster has no room for "
+             "the others now")
+    return [pings[ref] for ref in ready]
+
+
 def _wait_ready(actor, timeout_s: float = 300.0) -> None:
     import ray
-    from ray.exceptions import ActorUnavailableError
+    from ray.exceptions import ActorUnavailableError, GetTimeoutError
 
     deadline = time.monotonic() + timeout_s
     while True:
@@ -131,3 +170,5 @@ def _wait_ready(actor, timeout_s: float = 300.0) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
+        except GetTimeoutError:
+            raise _stalled(timeout_s) from None

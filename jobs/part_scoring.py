@@ -16,6 +16,7 @@ from jobs.benchmark_parts import plan_parts
 from jobs.ledger import AccountingError, Ledger
 from jobs.part_store import PartStore
 from jobs.part_survey import prefix_text as read_prefix, run_survey, survey_json
+from jobs.pool_watch import StalledPool, replanning
 from jobs.scoring_pool import (PartFinisher, PrepareParts, ScoringSpec, benchmark_stages, cluster_cpus, part_items,
                                run_pipeline, _unipc)
 from jobs.storage_io import Location, new_run_id
@@ -67,7 +68,7 @@ def score_benchmark(*, benchmark: str, requester_pays: bool, rows_per_part: int,
     pending = [p for p in survey.parts if p.index not in done]
     run_id = new_run_id()
     stats = {"parts": len(survey.parts), "reused": len(done), "scored": 0, "streamed": 0, "isolated": 0,
-             "rows_worker_failed": 0, "pipeline_failures": 0, "isolated_batch_failures": 0, "detect_write_s": 0.0}
+             "rows_worker_failed": 0, "pipeline_failures": 0, "replans": 0, "nodes_lost": 0, "isolated_batch_failures": 0, "detect_write_s": 0.0}
     if done:
         echo(f"resuming: {len(done)} of {len(survey.parts)} part(s) already scored, {len(pending)} to go")
     summaries = dict(done)
@@ -89,11 +90,17 @@ def score_benchmark(*, benchmark: str, requester_pays: bool, rows_per_part: int,
 
     work = [(p, survey.drops.get(p.index, [])) for p in pending]
     if work:
+        def pool(items):  # a lost node's parts go to a new pool on what is alive (jobs/pool_watch.py)
+            return run_pipeline(spec, part_items(items), benchmark_stages(spec, finish, prefix_ids), progress)
+
         try:
-            for summary in run_pipeline(spec, part_items(work), benchmark_stages(spec, finish, prefix_ids), progress):
+            for summary in replanning(pool, work, lambda w: w[0].index in summaries, stats, echo):
                 commit(summary)
         except (InjectedAbort, AccountingError):
             raise
+        except StalledPool as exc:
+            raise StalledPool(f"{exc} ({stats['scored']} part(s) saved, {len(survey.parts) - len(summaries)} left; "
+                              "rerun the same command to resume)") from None
         except Exception as exc:  # noqa: BLE001 - isolate what failed; committed parts are kept
             fatal = served_model_gone(exc)
             if fatal:  # no row is to blame: stop, keep the committed parts, let a rerun resume
@@ -138,7 +145,7 @@ def _isolate(spec: ScoringSpec, left, finish: dict, prefix_ids, commit, stats: d
 
     prepare = PrepareParts(spec, prefix_ids)
     finisher = PartFinisher(spec, **finish)
-    isolator = Isolator(spec, cluster_cpus())
+    isolator = Isolator(spec, cluster_cpus(), spec.stall_timeout_s)
     try:
         for part, drops in left:
             t0 = time.perf_counter()

@@ -59,6 +59,7 @@ class ScoringSpec:
     gpus_per_actor: float = 0.0
     hooks: dict = field(default_factory=dict)  # audit log / fault injection (scoring/tasks.py)
     neighbour_model: str | None = None  # the masked LM that makes the `nbr:` views (neighbourhood attack)
+    stall_timeout_s: float = 1800.0  # no part finished in this long: the job stops (jobs/pool_watch.py)
 
     @property
     def device(self) -> str:
@@ -329,8 +330,12 @@ def part_items(parts: Sequence[tuple[PartSpec, list[int]]]) -> list[dict]:
 def run_pipeline(spec: ScoringSpec, items: Sequence[dict], stages: PoolStages, progress: bool = True
                  ) -> Iterator[dict]:
     """Run `items` (one per part) through the pool and yield each part's summary as its files land. Needs a
-    running Ray. The CPU stage autoscales to the cluster's CPUs; each model gets a fixed pool of `spec.actors`."""
+    running Ray. The pools are elastic, sized to what is alive: the CPU stage between 1 and the cluster's CPUs,
+    each model's scorers between 1 and `spec.actors`, so a pool that loses a node's actors goes on with the rest
+    instead of waiting for resources that left. No part finishing for `spec.stall_timeout_s` raises StalledPool."""
     import ray
+
+    from jobs.pool_watch import capacity_line, watch
 
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = progress
@@ -346,7 +351,10 @@ def run_pipeline(spec: ScoringSpec, items: Sequence[dict], stages: PoolStages, p
             "spec": spec, "branch": k, "threads": threads, "finish": stages.finish if k == n_models - 1 else None,
             **stages.score_kwargs},
             batch_size=1, batch_format="pyarrow", num_cpus=scorer_cpus, num_gpus=spec.gpus_per_actor or None,
-            compute=ray.data.ActorPoolStrategy(size=max(1, spec.actors)), max_restarts=2, max_task_retries=2)
-    for batch in ds.iter_batches(batch_format="pyarrow", batch_size=None):
+            compute=ray.data.ActorPoolStrategy(min_size=1, max_size=max(1, spec.actors)),
+            max_restarts=2, max_task_retries=2)
+    needs = {"CPU": scorer_cpus, "GPU": spec.gpus_per_actor}
+    batches = ds.iter_batches(batch_format="pyarrow", batch_size=None)
+    for batch in watch(batches, spec.stall_timeout_s, lambda: capacity_line(needs)):
         for s in batch.column("summary").to_pylist():
             yield json.loads(s)

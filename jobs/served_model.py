@@ -30,18 +30,22 @@ API_MAX_RETRIES = typer.Option(6, "--api-max-retries", min=0, help="retries of a
                                 "honoured); then the job stops and a rerun resumes")
 API_RPS = typer.Option(0.0, "--api-rps", min=0.0, help="requests per second for the whole job, split evenly "
                        "among the scorer actors (0 = no limit); 429/5xx answers are retried with backoff")
-
+STALL_TIMEOUT = typer.Option(1800.0, "--stall-timeout", min=1.0, help="seconds without a part finishing after "
+                             "which the job stops with an error (e.g. the cluster lost the nodes its scorers need); "
+                             "the parts already written stay, and the same command resumes from them")
 
 
 SERVED_OPTIONS = (("api_base", Optional[str], API_BASE), ("tokenizer", Optional[str], TOKENIZER),
                   ("api_logprobs", str, API_LOGPROBS), ("api_top_logprobs", int, API_TOP_LOGPROBS),
                   ("api_concurrency", int, API_CONCURRENCY), ("api_rps", float, API_RPS),
-                  ("api_max_retries", int, API_MAX_RETRIES))
+                  ("api_max_retries", int, API_MAX_RETRIES),
+                  ("stall_timeout", float, STALL_TIMEOUT))  # a pool setting, shared by the same commands
 
 
 def with_served_options(command):
-    """Give a typer command the served-model options (declared once, here): they are appended to its signature,
-    and the command receives them together as `served=dict(...)`, ready for its config's ServedFields."""
+    """Give a typer command the served-model options and the pool's --stall-timeout (declared once, here): they are
+    appended to its signature, and the command receives them together as `served=dict(...)`, ready for its
+    config's ServedFields (a PoolSettings)."""
     import functools
     import inspect
 
@@ -68,6 +72,7 @@ class PoolSettings:
     batch_size: Optional[int] = None  # sequences per forward pass; None = the device's default
     context: Optional[int] = None  # window length in tokens
     stride: Optional[int] = None
+    stall_timeout: float = 1800.0  # seconds without a finished part before the job stops (jobs/pool_watch.py)
 
     def pool_spec(self, branches, prefix_text: str | None = None, neighbour_model: str | None = None):
         from jobs.scoring_pool import ScoringSpec
@@ -75,7 +80,8 @@ class PoolSettings:
 
         return ScoringSpec(tuple(branches), prefix_text=prefix_text, context=self.context, stride=self.stride,
                            max_batch_size=self.batch_size, actors=self.actors, gpus_per_actor=self.gpus_per_actor,
-                           hooks=hooks_from_env(), neighbour_model=neighbour_model)
+                           hooks=hooks_from_env(), neighbour_model=neighbour_model,
+                           stall_timeout_s=self.stall_timeout)
 
 
 @dataclass(kw_only=True)

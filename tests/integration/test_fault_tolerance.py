@@ -15,6 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from evaluate_outputs import assert_accounting, assert_same_outputs
 from jobs.evaluate import EvaluateConfig, run_evaluate
 from jobs.part_scoring import ABORT_ENV, InjectedAbort
 
@@ -55,26 +56,6 @@ def clean(study, ray_session, tmp_path_factory):
     finally:
         mp.undo()
     return {"out": root / "out", "result": result, "log": score_log(root / "score.log")}
-
-
-def assert_same_outputs(a: Path, b: Path, skip_ids: frozenset = frozenset()):
-    ta, tb = (pq.read_table(p / "token_stats.parquet").to_pylist() for p in (a, b))
-    ta = [r for r in ta if r["id"] not in skip_ids]
-    tb = [r for r in tb if r["id"] not in skip_ids]
-    assert [(r["id"], r["view"]) for r in ta] == [(r["id"], r["view"]) for r in tb]
-    assert ta == tb  # token ids and every float stat, bit for bit
-    sa, sb = (pq.read_table(p / "scores.parquet").to_pylist() for p in (a, b))
-    assert [r for r in sa if r["id"] not in skip_ids] == [r for r in sb if r["id"] not in skip_ids]
-
-
-def assert_accounting(out: Path, n_in: int) -> dict:
-    run = json.loads((out / "run.json").read_text())
-    counts = run["counts"]
-    assert counts["in"] == n_in == counts["scored"] + counts["quarantined"]
-    assert pq.read_table(out / "scores.parquet").num_rows == counts["scored"]
-    assert pq.read_table(out / "quarantine.parquet").num_rows == counts["quarantined"]
-    assert json.loads((out / "_SUCCESS").read_text())["counts"] == counts
-    return run
 
 
 def test_clean_run_is_split_into_parts_and_accounted(clean, study):
