@@ -44,12 +44,24 @@ def two_node_cluster(head_cpus: int = 1, worker_cpus: int = 1) -> Iterator[TwoNo
 
     cluster = Cluster(initialize_head=True, connect=False,
                       head_node_args={"num_cpus": head_cpus, "include_dashboard": False})
+    _forget_recorded_address()
     try:
         worker = cluster.add_node(num_cpus=worker_cpus)
         cluster.wait_for_nodes()
         yield TwoNodes(cluster, worker, cluster.address)
     finally:
         cluster.shutdown()
+
+
+def _forget_recorded_address() -> None:
+    """Cluster() records its head in /tmp/ray/ray_current_cluster, where every `ray.init()` on this machine without
+    an address would join it (another test session, another user's job). Our CLI runs get RAY_ADDRESS instead."""
+    try:
+        from ray._common.utils import reset_ray_address
+
+        reset_ray_address()
+    except Exception:  # noqa: BLE001 - a private helper; without it the record stays until shutdown
+        pass
 
 
 def parts_done(out: Path) -> int:

@@ -18,7 +18,7 @@ import numpy as np
 import typer
 
 from jobs.ledger import quarantine_table
-from jobs.report_cli import run_and_print_report
+from jobs.report_cli import run_and_print_report, write_html
 from jobs.served_model import ServedFields, drop_full_distribution, run_record, with_served_options
 
 
@@ -124,6 +124,7 @@ def run_audit(cfg: AuditConfig) -> dict:
     from jobs.storage_io import Location
     from scoring.audit import NgramIndex, calibrate, corpus_summary, plot_rates, plot_scores, report_markdown
     from scoring.audit import top_snippets
+    from scoring.audit_page import audit_page
     from scoring.metrics import roc_auc
 
     t0 = time.perf_counter()
@@ -297,6 +298,7 @@ def run_audit(cfg: AuditConfig) -> dict:
     }
     (out / "report.json").write_text(json.dumps(report, indent=2, default=float))
     (out / "report.md").write_text(report_markdown(report))
+    write_html(out, audit_page(report, out))
     _write_quarantine(dest, out / "quarantine.parquet", quarantine)
     dest.delete_tree("_staging/snippets")  # the texts were only the scorer's input; metadata stays
     publish(dest, out, {"job": "audit", "counts": counts})
@@ -342,7 +344,8 @@ def register(app: typer.Typer) -> None:
                                         "benchmark (GSM8K-style question/answer, or text/input; one row = one example)"),
         model: str = typer.Option(..., help="HF causal LM: local dir, hub id, FILE.gguf, DIR::FILE.gguf, or `smollm2`; "
                                   "with --api-base, the served model's name"),
-        out: str = typer.Option(..., help="output directory (report.json, report.md, plots, snippets.parquet)"),
+        out: str = typer.Option(..., help="output directory (report.json, report.md, report.html, plots, "
+                                "snippets.parquet)"),
         calibration: Optional[str] = typer.Option(
             None, help="labelled calibration benchmark (jsonl/Parquet/release; `label` 1 = member); one row = one snippet"),
         calib_members: Optional[str] = typer.Option(None, help="folder/glob of documents known to be in the training data"),

@@ -4,8 +4,8 @@ The suspect set (what a rights holder says was trained on) and a validation set 
 be unseen) are read by the audit's document reader and cut into passages on the workers (jobs/audit_staging.py:
 suspect = the `target` role, label 1; validation = the `calibration` role, label 0), scored with every detector on
 the shared scoring pool (jobs/part_scoring.py), and the driver runs the set-level test on the score columns only
-(scoring/dataset_inference.py). Outputs: report.json, report.md, test_scores.png, scores.parquet/ and the
-quarantine of every passage or document that could not be used.
+(scoring/dataset_inference.py). Outputs: report.json, report.md, report.html, test_scores.png, scores.parquet/
+and the quarantine of every passage or document that could not be used.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Optional
 import numpy as np
 import typer
 
-from jobs.report_cli import run_and_print_report
+from jobs.report_cli import run_and_print_report, write_html
 from jobs.served_model import ServedFields, run_record, with_served_options
 
 
@@ -134,6 +134,7 @@ def run_dataset_inference(cfg: DatasetInferenceConfig) -> dict:
     (out / "report.json").write_text(json.dumps(report, indent=2, default=float))
     _plot(res, out / "test_scores.png")
     (out / "report.md").write_text(_markdown(report))
+    write_html(out, _page(report, out))
     publish(dest, out, {"job": "dataset-inference", "p_value": res["p_value"]})
     return {"report": str(out / "report.md"), "json": str(out / "report.json"), "p_value": res["p_value"],
             "seconds": report["seconds"]}
@@ -188,6 +189,56 @@ def _markdown(r: dict) -> str:
     return "\n".join(lines)
 
 
+def _page(r: dict, out: Path):
+    """report.html's content (scoring/report_html.py): the test's answer first, then what it rests on."""
+    from scoring.report_html import Code, Figure, Page, Section, Table, num
+
+    sz, inputs = r["sizes"], r["inputs"]
+    verdict = r["conclusion"].split(": ", 1)[-1]  # _conclusion's words without its leading "p = …"
+    head = f"{verdict[0].upper()}{verdict[1:]}: p = {r['p_value']:.2g} (one-sided Welch t-test)."
+    summary = (f"Tested on held-out halves of {sz['suspect_test']:,} suspect and {sz['validation_test']:,} validation "
+               f"passages, with a linear model of {len(r['features_used'])} detectors' scores learned on the other "
+               "halves; the validation set is what the suspect set is compared with, so it must be the same kind of "
+               "text.")
+    weights = sorted(r["weights"].items(), key=lambda kv: -abs(kv[1]))
+    sections = [
+        Section("What the p-value means", [r["meaning"]]),
+        Section("The test", [
+            Table(["", "suspect", "validation"],
+                  [["passages read", inputs["suspect_passages"], inputs["validation_passages"]],
+                   ["passages that learned the linear model", sz["suspect_learn"], sz["validation_learn"]],
+                   ["passages tested", sz["suspect_test"], sz["validation_test"]],
+                   ["mean score of the tested passages", num(r["test_means"]["suspect"], 4),
+                    num(r["test_means"]["validation"], 4)],
+                   ["documents or rows unreadable", inputs["documents_quarantined"]["suspect"],
+                    inputs["documents_quarantined"]["validation"]]],
+                  f"t = {r['t']:.3f}, degrees of freedom {r['df']:.1f}, p = {r['p_value']:.3g}."),
+            Figure(out / "test_scores.png", "The held-out passages' scores under the learned model")]),
+        Section("Which detectors carry the signal", [
+            "Weights of the linear model on standardised detector scores: a positive weight means a higher score "
+            "makes a passage look more like the suspect set.",
+            Table(["detector", "weight"], [[Code(n), f"{w:+.4f}"] for n, w in weights])]),
+    ]
+    sc = r["scoring"]
+    warnings = [f"{sc['quarantined']:,} of {sc['rows_in']:,} passages could not be scored and are left out "
+                "(scoring/quarantine.parquet gives each one's reason)."] if sc["quarantined"] else []
+    unread = inputs["documents_quarantined"]
+    if unread["suspect"] or unread["validation"]:
+        warnings.append(f"{unread['suspect']:,} suspect and {unread['validation']:,} validation documents or rows "
+                        "could not be read (too short, empty or not UTF-8) and are not in the test "
+                        "(_staging/quarantine/).")
+    facts = [("suspect set", Code(inputs["suspect"])), ("validation set", Code(inputs["validation"])),
+             ("model", Code(str(r["model"]))),
+             ("passages", f"{sc['rows_in']:,} in, {sc['scored']:,} scored, {sc['quarantined']:,} quarantined; "
+                          f"{inputs['recall_prefix_passages']} validation passages used as ReCaLL's prefix, "
+                          "not tested")]
+    files = [("report.md", "this report's numbers as Markdown"),
+             ("report.json", "p, t, the weights, sizes and counts"),
+             ("scoring", "every passage's detector scores (scores.parquet/) and the quarantine")]
+    return Page(kind="dataset inference", headline=head, summary=summary, facts=facts, sections=sections,
+                warnings=warnings, files=files)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("dataset-inference")
     @with_served_options
@@ -198,7 +249,7 @@ def register(app: typer.Typer) -> None:
                                        "model's cutoff); same formats"),
         model: str = typer.Option(..., help="HF causal LM (local dir, hub id, .gguf, smollm2); with --api-base, the "
                                   "served model's name"),
-        out: str = typer.Option(..., help="output directory (report.json, report.md, test_scores.png)"),
+        out: str = typer.Option(..., help="output directory (report.json, report.md, report.html, test_scores.png)"),
         methods: str = typer.Option("all", help="detectors used as features (all = every one the inputs allow)"),
         ref_model: Optional[str] = typer.Option(None, help="reference model: adds the `ref` feature"),
         snippets: int = typer.Option(10, min=1, help="passages per .txt document (seeded; a row is one passage)"),

@@ -8,6 +8,7 @@ never token stats. The method lives in scoring/docmia/.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import asdict, dataclass
 from typing import Optional
@@ -16,7 +17,7 @@ import numpy as np
 import typer
 
 from jobs.ledger import quarantine_table
-from jobs.report_cli import run_and_print_report
+from jobs.report_cli import run_and_print_report, write_html
 
 
 @dataclass
@@ -86,6 +87,7 @@ def score_document_parts(cfg: DocMiaConfig, dest, contexts: list[int], with_gp: 
     from jobs.doc_parts import DOC_PART_DIRS, PrepareDocuments, ScoreDocuments, part_digest, plan_doc_parts
     from jobs.evaluate import _ensure_ray
     from jobs.part_store import PartStore
+    from jobs.pool_watch import replanning
     from jobs.scoring_pool import PoolStages, run_pipeline
     from jobs.storage_io import new_run_id
 
@@ -102,8 +104,11 @@ def score_document_parts(cfg: DocMiaConfig, dest, contexts: list[int], with_gp: 
         run_id = new_run_id()
         stages = PoolStages(PrepareDocuments, {"spec": doc_mia_spec(cfg)}, ScoreDocuments, {"dest": dest.uri},
                             {"contexts": tuple(contexts), "with_gp": with_gp})
-        for summary in run_pipeline(doc_mia_spec(cfg), [{"part": p.to_json()} for p in pending], stages,
-                                    cfg.progress):
+        def pool(items):  # a lost node's parts go to a new pool on what is alive (jobs/pool_watch.py)
+            return run_pipeline(doc_mia_spec(cfg), [{"part": p.to_json()} for p in items], stages, cfg.progress)
+
+        for summary in replanning(pool, pending, lambda p: p.index in summaries, stats,
+                                  lambda m: print(f"[doc-mia] {m}", file=sys.stderr, flush=True)):
             store.commit(summary, digests[summary["index"]], run_id)
             summaries[summary["index"]] = summary
     return summaries, stats
@@ -247,10 +252,54 @@ def run_doc_mia(cfg: DocMiaConfig) -> dict:
     if n_used < 100:
         md.append(f"Note: {n_used} documents in all; the paper used 1000 + 1000. Fold-level numbers are coarse.")
     (out / "report.md").write_text("\n".join(md) + "\n")
+    write_html(out, _page(cfg, meta, records))
     dest.delete_tree(GRID_DIR)  # the features are intermediate; doc_stats.parquet keeps what they came from
     publish(dest, out, {"job": "doc-mia", "counts": counts})
     return {"report": str(out / "report.md"), "metrics": str(out / "metrics.json"), "records": records,
             "counts": counts, "seconds": meta["seconds"]}
+
+
+def _page(cfg: DocMiaConfig, meta: dict, records: list[dict]):
+    """report.html's content (scoring/report_html.py): how well whole documents' membership can be told, first."""
+    from scoring.report_html import Code, Page, Row, Section, Table, num, pct
+
+    best, counts, tokens = meta["best"], meta["counts"], meta["tokens_per_document"]
+    head = (f"Member documents can be told from non-members with AUC {num(best['auc_mean'], 2)} ± "
+            f"{num(best['auc_std'], 2)} (mean ± standard deviation over {cfg.folds} folds), by the best setting: "
+            f"{best['normalization']} + {best['features']} at C = {best['context']}.")
+    baseline = max((r["auc_mean"] for r in records if r["normalization"] == "-"), default=float("nan"))
+    summary = (f"{counts['documents_used']:,} documents ({counts['members_used']:,} members, "
+               f"{counts['nonmembers_used']:,} non-members) under {cfg.model}; 0.5 is guessing, 1.0 is perfect. "
+               f"Without a classifier (the documents' mean log-likelihood alone) the best AUC is {num(baseline, 2)}. "
+               f"The best of {sum(r['normalization'] != '-' for r in records)} settings is picked on the same folds "
+               "it is scored on, so its AUC is somewhat optimistic.")
+
+    def row(r):
+        same = (r["normalization"], r["features"], r["context"]) == (best["normalization"], best["features"],
+                                                                      best["context"])
+        return Row([r["normalization"], r["features"], r["context"], f"{num(r['auc_mean'])} ± {num(r['auc_std'])}",
+                    pct(r["tpr_at_1_fpr_mean"]), pct(r["tpr_at_10_fpr_mean"])],
+                   "best" if same else "muted" if r["normalization"] == "-" else "")
+
+    grid = Table(["normalisation", "features", "C", "AUC (mean ± std)", "TPR at 1% FPR", "TPR at 10% FPR"],
+                 [row(r) for r in records], "Every setting of the grid; TPR values are fold means.")
+    method = (f"{cfg.folds}-fold stratified cross-validation (seed {cfg.seed}); a random forest of {cfg.n_trees} trees "
+              f"per fold; reference dictionaries and {cfg.hist_bins} histogram bins fitted on training folds only. "
+              "With few documents per fold, TPR at 1% FPR is the TPR at zero false positives.")
+    warnings = [f"Only {counts['documents_used']} documents in all (the method's paper used 1000 + 1000): "
+                "fold-level numbers are coarse."] if counts["documents_used"] < 100 else []
+    if counts["documents_quarantined"]:
+        warnings.append(f"{counts['documents_quarantined']:,} documents could not be used (quarantine.parquet).")
+    facts = [("members", Code(cfg.members)), ("non-members", Code(cfg.nonmembers)), ("model", Code(cfg.model)),
+             ("documents", f"{counts['documents_in']:,} in, {counts['documents_used']:,} used, "
+                           f"{counts['documents_quarantined']:,} quarantined"),
+             ("tokens per document", f"median {tokens['median']:,.0f} (min {tokens['min']:,}, max {tokens['max']:,})")]
+    files = [("report.md", "this report's numbers as Markdown"),
+             ("metrics.json", "every setting's per-fold AUC and TPRs"),
+             ("scores.parquet", "every document's out-of-fold score under every setting"),
+             ("quarantine.parquet", "documents that could not be used, each with its reason")]
+    return Page(kind="document-level membership inference", headline=head, summary=summary, facts=facts,
+                sections=[Section("Results", [method, grid])], warnings=warnings, files=files)
 
 
 def register(app: typer.Typer) -> None:
@@ -260,7 +309,7 @@ def register(app: typer.Typer) -> None:
                                               "jsonl/Parquet rows count as one document each)"),
         nonmembers: str = typer.Option(..., help="folder or glob of documents known not to be (e.g. published later)"),
         model: str = typer.Option(..., help="HF causal LM: local dir, hub id, FILE.gguf, DIR::FILE.gguf, or `smollm2`"),
-        out: str = typer.Option(..., help="output directory (metrics.json, scores.parquet, report.md)"),
+        out: str = typer.Option(..., help="output directory (metrics.json, scores.parquet, report.md, report.html)"),
         contexts: str = typer.Option("128", help="comma-separated contexts C (stride C−1); the paper's best is 128"),
         normalizations: str = typer.Option("all", help="all, or a comma list of NoNorm, RatioNorm-TF, RatioNorm-GP, "
                                                        "MaxNorm-TF, MaxNorm-GP"),

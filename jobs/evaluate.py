@@ -14,7 +14,7 @@ import numpy as np
 import typer
 
 from jobs.served_model import ServedFields, with_served_options
-from jobs.report_cli import run_and_print_report
+from jobs.report_cli import command_line, run_and_print_report
 
 
 @dataclass
@@ -203,7 +203,8 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
                        "blind_baseline": blind_res["source"] if blind_res else None,
                        "blind_baseline_sample": (blind_res or {}).get("sample"), "phases_s": phases.laps,
                        "served_model": run_record(served, run.stats.get("api")),
-                       "neighbours": neighbour_record(cfg.neighbour_model, methods), "compare_to": compare})
+                       "neighbours": neighbour_record(cfg.neighbour_model, methods), "compare_to": compare,
+                       "command": command_line()})
     report = write_outputs(out, scores, metrics, methods, run_info, blind_res["auc"] if blind_res else None,
                            write_scores=False)
     phases.lap("report and plots")

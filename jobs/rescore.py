@@ -11,6 +11,7 @@ def run_rescore(token_stats: str, methods: str = "all", out: str | None = None, 
                 n_bootstrap: int = 1000) -> dict:
     import pyarrow.parquet as pq
 
+    from jobs.report_cli import command_line
     from scoring.detectors import parse_methods
     from scoring.evaluation import compute_metrics, compute_scores, load_token_freq, token_sources, write_outputs
 
@@ -29,7 +30,7 @@ def run_rescore(token_stats: str, methods: str = "all", out: str | None = None, 
     scores = compute_scores(table, rows, chosen, resources)
     metrics = compute_metrics(scores, chosen, seed=seed, n_bootstrap=n_bootstrap)
     report = write_outputs(out_dir, scores, metrics, chosen, {"benchmark": str(run_dir), "model": "(rescored)",
-                                                              "token_stats": str(ts_path)})
+                                                              "token_stats": str(ts_path), "command": command_line()})
     return {"report": str(report), "scores": str(out_dir / "scores.parquet")}
 
 

@@ -116,6 +116,8 @@ def completed_result(dest: Location, fingerprint: str, out: Path) -> dict | None
         run = dest.read_json("run.json")
         if dest.s3:
             dest.download("report.md", out / "report.md")
+            if dest.exists("report.html"):  # outputs written before report.html existed have none
+                dest.download("report.html", out / "report.html")
     except Exception:  # noqa: BLE001 - a marker without its files is not a finished job
         return None
     blind = None

@@ -18,7 +18,7 @@ import numpy as np
 import typer
 
 from jobs.ledger import quarantine_table
-from jobs.report_cli import run_and_print_report
+from jobs.report_cli import run_and_print_report, write_html
 
 
 @dataclass
@@ -138,6 +138,7 @@ def run_unlearning_audit(cfg: UnlearningConfig) -> dict:
     if scored:
         _plot_ratios(ratios, cfg.tolerance, out / "ratios_hist.png")
     (out / "report.md").write_text(_markdown(report, cfg))
+    write_html(out, _page(report, cfg, out))
     publish(dest, out, {"job": "unlearning-audit", "counts": counts})
     return {"report": str(out / "report.md"), "flagged_share": report["flagged_share"], "counts": counts,
             "seconds": report["seconds"]}
@@ -210,6 +211,50 @@ def _markdown(report: dict, cfg: UnlearningConfig) -> str:
     return "\n".join(md)
 
 
+def _page(report: dict, cfg: UnlearningConfig, out: Path):
+    """report.html's content (scoring/report_html.py): the share of the forget set unlearning left in place first."""
+    from scoring.report_html import Code, Figure, Page, Section, Table, num, pct_ci
+
+    c = report["counts"]
+    head = (f"Unlearning likely failed on an estimated {pct_ci(report['flagged_share'], report['flagged_share_ci'], 0)}"
+            " of the forget set: the unlearned model still finds those passages about as likely as the original did.")
+    summary = (f"{report['n_flagged']:,} of {c['chunks_scored']:,} chunks of {cfg.chunk_words} words were flagged "
+               f"({report['ci_method']} 95% interval). Rule: {report['rule']}.")
+    docs = sorted(report["documents"], key=lambda d: -d["share"])
+    flagged = report["flagged_chunks"]
+    listed = f"first {cfg.max_listed} of {len(flagged):,}; all in chunks.parquet" if len(flagged) > cfg.max_listed \
+        else f"{len(flagged):,}"
+    sections = [
+        Section("Documents", [Table(["document", "chunks", "flagged", "share flagged [95% CI]"],
+                                    [[Code(str(d["id"])), d["chunks"], d["flagged"], pct_ci(d["share"], d["share_ci"])]
+                                     for d in docs])]),
+        Section("Score ratios", [
+            "Ratio = Min-K% score under the unlearned model / under the original. Near 1, unlearning changed "
+            "nothing for that chunk; " + "quantiles 10/50/90%: "
+            + ", ".join(num(v) for v in report["ratio_quantiles"].values()) + ".",
+            Figure(out / "ratios_hist.png", "Chunks' score ratios; the flagged band lies between the dashed lines")]),
+        Section(f"Flagged chunks ({listed})", [Table(
+            ["document", "chunk", "words", "Min-K% original", "Min-K% unlearned", "ratio", "text"],
+            [[Code(str(s["doc_id"])), s["index"], f"{s['start_word']}–{s['start_word'] + s['n_words']}",
+              num(s["min_k_original"]), num(s["min_k_unlearned"]), num(s["ratio"]), s["excerpt"] + " …"]
+             for s in flagged[:cfg.max_listed]])]),
+    ]
+    facts = [("forget set", Code(cfg.corpus)), ("original model", Code(cfg.original)),
+             ("unlearned model", Code(cfg.unlearned)),
+             ("documents", f"{c['documents_in']:,} in, {c['documents_scored']:,} scored, "
+                           f"{c['documents_quarantined']:,} quarantined"),
+             ("chunks", f"{c['chunks_planned']:,} planned, {c['chunks_scored']:,} scored, "
+                        f"{c['chunks_quarantined']:,} quarantined")]
+    warnings = [f"{c[f'{unit}_quarantined']:,} of {c[f'{unit}_{whole}']:,} {unit} could not be used and are left "
+                "out (quarantine.parquet gives each one's reason)."
+                for unit, whole in (("documents", "in"), ("chunks", "planned")) if c[f"{unit}_quarantined"]]
+    files = [("report.md", "this report's numbers as Markdown"), ("report.json", "every number here"),
+             ("chunks.parquet", "every scored chunk: both scores, the ratio, flagged, its text"),
+             ("quarantine.parquet", "documents and chunks that could not be used, each with its reason")]
+    return Page(kind="unlearning audit", headline=head, summary=summary, facts=facts, sections=sections,
+                warnings=warnings, files=files)
+
+
 def _plot_ratios(ratios: np.ndarray, tolerance: float, path: Path) -> None:
     import matplotlib
 
@@ -217,7 +262,10 @@ def _plot_ratios(ratios: np.ndarray, tolerance: float, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.hist(ratios, bins=40, color="#4477aa", edgecolor="white")
+    # Bins over the data and the band together: ratios bunched near 1 would otherwise make bars too thin to see.
+    lo, hi = min(float(np.min(ratios)), 1 / tolerance), max(float(np.max(ratios)), tolerance)
+    ax.hist(ratios, bins=np.linspace(lo - 0.02 * (hi - lo), hi + 0.02 * (hi - lo), 41), color="#4477aa",
+            edgecolor="white")
     for x in (1 / tolerance, tolerance):
         ax.axvline(x, color="#cc3311", ls="--", lw=1)
     ax.set(xlabel="Min-K% ratio unlearned / original", ylabel="chunks",
@@ -233,7 +281,8 @@ def register(app: typer.Typer) -> None:
         original: str = typer.Option(..., help="the model before unlearning (HF dir, hub id, GGUF, `smollm2`)"),
         unlearned: str = typer.Option(..., help="the model after unlearning"),
         corpus: str = typer.Option(..., help="what should have been forgotten: folder/glob of .txt, or jsonl rows"),
-        out: str = typer.Option(..., help="output directory (report.json, report.md, chunks.parquet, ratios_hist.png)"),
+        out: str = typer.Option(..., help="output directory (report.json, report.md, report.html, chunks.parquet, "
+                                "ratios_hist.png)"),
         k: float = typer.Option(0.2, help="Min-K% fraction k"),
         tolerance: float = typer.Option(1.15, help="flag when the ratio lies in (1/τ, τ)"),
         chunk_words: int = typer.Option(512, help="words per chunk (consecutive)"),

@@ -135,6 +135,49 @@ def plot_rocs(scores: pa.Table, methods: Sequence[Method], out_dir: Path) -> lis
     return paths
 
 
+def plot_score_histograms(scores: pa.Table, methods: Sequence[Method], out_dir: Path) -> Path | None:
+    """scores_hist.png: per detector, the scores of members and of non-members (evaluated rows, all buckets), so a
+    reader sees how far apart the two classes are, not only the AUC. From the score columns already in memory."""
+    labels = scores.column("label").to_numpy().astype(np.int64)
+    mask = _groups(scores)[0][1]
+    panels = []
+    for m in methods:
+        s = scores.column(m.column).to_numpy().astype(np.float64)[mask]
+        y = labels[mask][np.isfinite(s)]
+        s = s[np.isfinite(s)]
+        if 0 < y.sum() < y.size:
+            panels.append((m.column, s[y == 1], s[y == 0]))
+    if not panels:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = min(3, len(panels))
+    rows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.5 * rows), squeeze=False)
+    for ax, (name, members, non_members) in zip(axes.flat, panels):
+        both = np.concatenate([members, non_members])
+        lo, hi = np.quantile(both, [0.005, 0.995])  # a few extreme scores would squash every other bar: they go
+        bins = np.linspace(lo, hi, 31) if hi > lo else 10  # into the end bins instead
+        ax.hist(np.clip(non_members, lo, hi), bins=bins, alpha=0.55, density=True, color="#4477aa", label="non-members")
+        ax.hist(np.clip(members, lo, hi), bins=bins, alpha=0.55, density=True, color="#cc6677", label="members")
+        ax.set_title(name if len(name) <= 38 else name[:36] + "…", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.set_yticks([])
+    for ax in axes.flat[len(panels):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7)
+    fig.suptitle("Scores of members and non-members (larger = more likely member; the extreme 1% in the end bins)",
+                 fontsize=9)
+    fig.tight_layout()
+    path = out_dir / "scores_hist.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def _fmt_auc(rec: dict) -> str:
     auc, (lo, hi) = rec["auc"], rec["auc_ci"]
     return "n/a" if not np.isfinite(auc) else f"{auc:.3f} [{lo:.2f}, {hi:.2f}]"
@@ -200,6 +243,11 @@ def write_outputs(out_dir: Path, scores: pa.Table, records: list[dict], methods:
         md += comparison_lines(records, compare)
     path = out_dir / "report.md"
     atomic_write_text(path, "\n".join(md))
+    from scoring.evaluation_page import evaluation_page
+    from scoring.report_html import write_page
+
+    hist = plot_score_histograms(scores, methods, out_dir)
+    write_page(out_dir, evaluation_page(out_dir, records, run_info, blind, plots, hist))
     return path
 
 

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from jobs.cli import app
 from jobs.part_store import read_parts
 from jobs.storage_io import Location
+from report_pages import assert_self_contained
 from scoring.dataset_inference import dataset_inference
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -57,6 +58,9 @@ def test_a_trained_on_suspect_set_is_detected(sets, ray_session, tmp_path):
     assert set(rep["weights"]) >= {"loss", "min_k@k=0.2", "zlib", "min_k_pp@k=0.2"}
     assert (tmp_path / "test_scores.png").stat().st_size > 5_000 and (tmp_path / "_SUCCESS").exists()
     assert "What the p-value means" in (tmp_path / "report.md").read_text()
+    doc = assert_self_contained(tmp_path, "The model scores the suspect set as training data (significant at 1%): p = ",
+                                "What the p-value means")
+    assert all(f"<code>{name}</code>" in doc for name in rep["weights"])  # every detector's weight
 
 
 def test_two_unseen_sets_hold_the_false_positive_rate(sets, ray_session, tmp_path):

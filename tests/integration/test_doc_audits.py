@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from jobs.cli import app
+from report_pages import assert_self_contained
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -117,6 +118,10 @@ def test_audit_accounts_for_every_document_and_writes_its_outputs(book_audit):
         assert (out / name).stat().st_size > 0, name
     md = (out / "report.md").read_text()
     assert "Mean contamination rate" in md and "FPR-corrected" in md and "top-scoring snippets" in md
+    estimate = rep["corpus"]["fpr_corrected"]["estimate"]
+    doc = assert_self_contained(out, f"An estimated {100 * estimate:.0f}% [", "of the audited set was seen in training",
+                                "Per-document contamination rates")
+    assert doc.count("data:image/png;base64,") == 2  # the score histograms and the contamination histogram
 
 
 def test_book_audit_equals_the_one_process_reference(books, book_audit):
@@ -216,6 +221,8 @@ def test_gsm8k_style_benchmark_audit_gives_flagged_share_ci_and_evidence(books, 
     assert corpus["ngram_overlap"]["documents_with_any_match"] == 20
     md = (tmp_path / "report.md").read_text()
     assert "Examples flagged" in md and "highest-scoring examples" in md and "13-gram overlap" in md
+    assert_self_contained(tmp_path, "of the audited benchmark&#x27;s examples were seen in training",
+                          "documents sharing a verbatim 13-gram")
 
 
 def test_audit_rejects_bad_calibration_arguments(books, tmp_path):
@@ -262,6 +269,9 @@ def test_doc_mia_runs_the_full_grid_and_writes_the_table(doc_mia):
     assert metrics["best"]["auc_mean"] >= 0.8, metrics["best"]
     table = (doc_mia / "report.md").read_text()
     assert table.count("\n| ") >= 11 and "MaxNorm-TF | HistFE" in table and "C=64" in table
+    doc = assert_self_contained(doc_mia, "Member documents can be told from non-members with AUC "
+                                         f"{metrics['best']['auc_mean']:.2f}")
+    assert doc.count("<td>HistFE</td>") == sum(r["features"] == "HistFE" for r in metrics["results"])  # every row
     scores = pq.read_table(doc_mia / "scores.parquet").to_pandas()
     assert len(scores) == 16 and scores["MaxNorm-TF/HistFE/C=32"].notna().all()
     assert sorted(scores["fold"].value_counts().tolist()) == [4, 4, 4, 4]
@@ -329,6 +339,9 @@ def test_unlearning_audit_flags_failed_unlearning_not_exact_unlearning(books, ra
     md = (tmp_path / "out_failed" / "report.md").read_text()
     listed = md.split("## Flagged chunks (12)")[1]
     assert sum(line.startswith("| `") for line in listed.splitlines()) == 12
+    doc = assert_self_contained(tmp_path / "out_failed", "Unlearning likely failed on an estimated "
+                                f"{100 * failed['flagged_share']:.0f}% [", "Flagged chunks (12)")
+    assert doc.count("data:image/png;base64,") == 1  # ratios_hist.png
 
 
 def test_book_audit_through_a_served_model_equals_the_local_audit(books, book_audit, tmp_path):

@@ -4,6 +4,7 @@ must reproduce the scores from the saved token stats alone."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -50,9 +51,21 @@ def evaluated(study, ray_session, tmp_path_factory):
 
 
 def test_every_output_is_written(evaluated):
-    for name in ("scores.parquet", "token_stats.parquet", "metrics.json", "report.md", "roc_all.png",
-                 "roc_32.png", "roc_64.png", "roc_128.png", "quarantine.parquet", "run.json"):
+    for name in ("scores.parquet", "token_stats.parquet", "metrics.json", "report.md", "report.html", "roc_all.png",
+                 "roc_32.png", "roc_64.png", "roc_128.png", "scores_hist.png", "quarantine.parquet", "run.json"):
         assert (evaluated / name).exists(), name  # scores, token stats, quarantine: directories of part files
+
+
+def test_report_html_reads_in_a_browser(evaluated, tmp_path):
+    from report_pages import assert_self_contained, rendered_text
+
+    columns = list(dict.fromkeys(m["column"] for m in json.loads((evaluated / "metrics.json").read_text())))
+    doc = assert_self_contained(evaluated, "The best detector, min_k", "blind baseline (no model)", "roc_64.png")
+    assert doc.count("data:image/png;base64,") == 5  # four ROC plots and the score histograms
+    text = rendered_text(evaluated / "report.html", tmp_path)  # skips where Chromium is not installed
+    assert text.startswith("Tidemark evaluation The best detector, min_k")
+    for c in columns:
+        assert re.search(re.escape(c) + r" 0\.\d{3} \[", text), c  # its row of AUCs in "Every detector"
 
 
 def test_known_members_are_detected(evaluated):

@@ -128,7 +128,8 @@ def test_build_then_evaluate_on_s3_without_leaking_credentials(s3_server, corpus
     evaluated = SimpleNamespace(output=proc.stdout + proc.stderr)
     objects = all_objects(s3)
     run_keys = {k[len("runs/ops-2026-10/tiny/"):] for k in objects if k.startswith("runs/ops-2026-10/tiny/")}
-    assert {"_SUCCESS", "metrics.json", "report.md", "run.json", "token_stats.parquet/part-00000.parquet",
+    assert {"_SUCCESS", "metrics.json", "report.md", "report.html", "run.json",
+            "token_stats.parquet/part-00000.parquet",
             "scores.parquet/part-00000.parquet", "quarantine.parquet/part-00000.parquet",
             "_parts/part-00000.done.json"} <= run_keys
     n_parts = json.loads(objects["runs/ops-2026-10/tiny/run.json"])["parts"]["parts"]
@@ -197,7 +198,8 @@ def test_audit_writes_its_parts_straight_to_s3(s3_server, corpus, tmp_path):
                           env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
     keys = {k[len("audits/tiny/"):] for k in all_objects(s3_server) if k.startswith("audits/tiny/")}
-    assert {"_SUCCESS", "report.json", "report.md", "documents.parquet", "scoring/_parts/part-00000.done.json",
+    assert {"_SUCCESS", "report.json", "report.md", "report.html", "documents.parquet",
+            "scoring/_parts/part-00000.done.json",
             "scoring/scores.parquet/part-00000.parquet", "quarantine.parquet/part-scored.parquet"} <= keys
     assert any(k.startswith("snippets.parquet/part-") for k in keys)
     assert not any(k.startswith("_staging/snippets/") for k in keys)
@@ -221,7 +223,7 @@ def test_doc_mia_writes_its_parts_straight_to_s3(s3_server, corpus, tmp_path):
                            "--min-words", "1", "--quiet"], env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
     keys = {k[len("docmia/tiny/"):] for k in all_objects(s3_server) if k.startswith("docmia/tiny/")}
-    assert {"_SUCCESS", "metrics.json", "report.md", "scores.parquet", "_parts/part-00000.done.json",
+    assert {"_SUCCESS", "metrics.json", "report.md", "report.html", "scores.parquet", "_parts/part-00000.done.json",
             "_parts/part-00001.done.json", "doc_stats.parquet/part-00001.parquet",
             "documents.parquet/part-00000.parquet", "quarantine.parquet/duplicates.parquet"} <= keys
     assert not any(k.startswith("_grid/") for k in keys)

