@@ -204,7 +204,8 @@ def test_a_dump_parsed_in_byte_ranges_gives_the_same_release(release: Path, coff
     assert_same_release(tmp_path / "ranges", release)
 
 
-@pytest.mark.parametrize("range_bytes,ranges", [(200_000, 4), (10_000_000, 1)])
+# One range per site (one partition) is how the `release` fixture itself is built from the directory.
+@pytest.mark.parametrize("range_bytes,ranges", [(200_000, 4)])
 def test_a_7z_dump_is_staged_then_parsed_in_ranges_with_the_same_release(release: Path, coffee_dir: Path,
                                                                            tmp_path: Path, range_bytes, ranges):
     """A site .7z on a single-node cluster is decompressed once into source.staging, then split and parsed in

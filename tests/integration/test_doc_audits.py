@@ -222,7 +222,7 @@ def test_gsm8k_style_benchmark_audit_gives_flagged_share_ci_and_evidence(books, 
     md = (tmp_path / "report.md").read_text()
     assert "Examples flagged" in md and "highest-scoring examples" in md and "13-gram overlap" in md
     assert_self_contained(tmp_path, "of the audited benchmark&#x27;s examples were seen in training",
-                          "documents sharing a verbatim 13-gram")
+                          "examples sharing a verbatim 13-gram")
 
 
 def test_audit_rejects_bad_calibration_arguments(books, tmp_path):

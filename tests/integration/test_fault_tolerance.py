@@ -6,6 +6,8 @@
   run;
 - a job cut off after two parts resumes: it scores only the rest (scorer calls counted from the score log) and
   writes output identical to an uninterrupted run; re-running the finished job is a no-op.
+A driver killed from outside (SIGKILL, then a whole new cluster: a head restart) and node loss on a real two-node
+cluster are tests/integration/test_node_loss.py and bench/chaos_bench.py.
 """
 from __future__ import annotations
 
@@ -145,43 +147,3 @@ def test_an_interrupted_job_resumes_without_rescoring_finished_parts(clean, stud
     assert again.get("skipped") is True and again["counts"] == result["counts"]
     assert not (tmp_path / "run3.log").exists()
     assert (out / "token_stats.parquet").stat().st_mtime_ns == stamp
-
-
-def test_a_job_cut_by_sigterm_resumes_from_its_committed_parts(clean, study, tmp_path):
-    """`tidemark evaluate` as its own process (its own local Ray), killed with SIGTERM from outside once two parts
-    are committed; the same command then scores only the other parts and ends equal to an uninterrupted run."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    out = tmp_path / "out"
-    cmd = [str(Path(sys.executable).parent / "tidemark"), "evaluate", "--benchmark", study["benchmark"],
-           "--model", study["model"], "--out", str(out), "--methods", METHODS, "--shard-size", str(SHARD),
-           "--quiet"]
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env["TIDEMARK_FAULT_SLOW_S"] = "1.5"  # a slow worker, so the cut lands mid-job
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 300
-    while len(list((out / "_parts").glob("*.done.json"))) < 2:
-        assert proc.poll() is None, proc.stderr.read()[-3000:]
-        assert time.monotonic() < deadline, "no part was committed in 5 minutes"
-        time.sleep(0.1)
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=120)
-    assert not (out / "_SUCCESS").exists()
-    done = {p.name.split(".")[0] for p in (out / "_parts").glob("*.done.json")}
-    assert 2 <= len(done) < 5
-    finished_ids = {i for name in done
-                    for i in pq.read_table(out / "token_stats.parquet" / f"{name}.parquet").column("id").to_pylist()}
-
-    env.pop("TIDEMARK_FAULT_SLOW_S")
-    env["TIDEMARK_SCORE_LOG"] = str(tmp_path / "resume.log")
-    again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert again.returncode == 0, again.stderr[-3000:]
-    rescored = {i for line in score_log(tmp_path / "resume.log") for i in line["ids"]}
-    assert rescored == set(study["ids"]) - finished_ids  # none of the committed parts was scored again
-    run = assert_accounting(out, 18)
-    assert run["parts"]["reused"] == len(done)
-    assert_same_outputs(clean["out"], out)
