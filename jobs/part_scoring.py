@@ -68,7 +68,8 @@ def score_benchmark(*, benchmark: str, requester_pays: bool, rows_per_part: int,
     pending = [p for p in survey.parts if p.index not in done]
     run_id = new_run_id()
     stats = {"parts": len(survey.parts), "reused": len(done), "scored": 0, "streamed": 0, "isolated": 0,
-             "rows_worker_failed": 0, "pipeline_failures": 0, "replans": 0, "nodes_lost": 0, "isolated_batch_failures": 0, "detect_write_s": 0.0}
+             "rows_worker_failed": 0, "pipeline_failures": 0, "replans": 0, "nodes_lost": 0,
+             "isolated_batch_failures": 0, "detect_write_s": 0.0}
     if done:
         echo(f"resuming: {len(done)} of {len(survey.parts)} part(s) already scored, {len(pending)} to go")
     summaries = dict(done)
