@@ -191,7 +191,7 @@ def _markdown(r: dict) -> str:
 
 def _page(r: dict, out: Path):
     """report.html's content (scoring/report_html.py): the test's answer first, then what it rests on."""
-    from scoring.report_html import Code, Figure, Page, Section, Table, num
+    from scoring.report_html import Code, Figure, Page, Section, Table, left_out, num
 
     sz, inputs = r["sizes"], r["inputs"]
     verdict = r["conclusion"].split(": ", 1)[-1]  # _conclusion's words without its leading "p = …"
@@ -220,8 +220,8 @@ def _page(r: dict, out: Path):
             Table(["detector", "weight"], [[Code(n), f"{w:+.4f}"] for n, w in weights])]),
     ]
     sc = r["scoring"]
-    warnings = [f"{sc['quarantined']:,} of {sc['rows_in']:,} passages could not be scored and are left out "
-                "(scoring/quarantine.parquet gives each one's reason)."] if sc["quarantined"] else []
+    warnings = [left_out(sc["quarantined"], sc["rows_in"], "passages", "could not be scored",
+                         where="scoring/quarantine.parquet")] if sc["quarantined"] else []
     unread = inputs["documents_quarantined"]
     if unread["suspect"] or unread["validation"]:
         warnings.append(f"{unread['suspect']:,} suspect and {unread['validation']:,} validation documents or rows "

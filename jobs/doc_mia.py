@@ -261,7 +261,7 @@ def run_doc_mia(cfg: DocMiaConfig) -> dict:
 
 def _page(cfg: DocMiaConfig, meta: dict, records: list[dict]):
     """report.html's content (scoring/report_html.py): how well whole documents' membership can be told, first."""
-    from scoring.report_html import Code, Page, Row, Section, Table, num, pct
+    from scoring.report_html import Code, Page, Row, Section, Table, left_out, num, pct
 
     best, counts, tokens = meta["best"], meta["counts"], meta["tokens_per_document"]
     head = (f"Member documents can be told from non-members with AUC {num(best['auc_mean'], 2)} ± "
@@ -289,7 +289,7 @@ def _page(cfg: DocMiaConfig, meta: dict, records: list[dict]):
     warnings = [f"Only {counts['documents_used']} documents in all (the method's paper used 1000 + 1000): "
                 "fold-level numbers are coarse."] if counts["documents_used"] < 100 else []
     if counts["documents_quarantined"]:
-        warnings.append(f"{counts['documents_quarantined']:,} documents could not be used (quarantine.parquet).")
+        warnings.append(left_out(counts["documents_quarantined"], counts["documents_in"], "documents"))
     facts = [("members", Code(cfg.members)), ("non-members", Code(cfg.nonmembers)), ("model", Code(cfg.model)),
              ("documents", f"{counts['documents_in']:,} in, {counts['documents_used']:,} used, "
                            f"{counts['documents_quarantined']:,} quarantined"),

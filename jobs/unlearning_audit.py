@@ -213,7 +213,7 @@ def _markdown(report: dict, cfg: UnlearningConfig) -> str:
 
 def _page(report: dict, cfg: UnlearningConfig, out: Path):
     """report.html's content (scoring/report_html.py): the share of the forget set unlearning left in place first."""
-    from scoring.report_html import Code, Figure, Page, Section, Table, num, pct_ci
+    from scoring.report_html import Code, Figure, Page, Section, Table, left_out, num, pct_ci
 
     c = report["counts"]
     head = (f"Unlearning likely failed on an estimated {pct_ci(report['flagged_share'], report['flagged_share_ci'], 0)}"
@@ -245,8 +245,7 @@ def _page(report: dict, cfg: UnlearningConfig, out: Path):
                            f"{c['documents_quarantined']:,} quarantined"),
              ("chunks", f"{c['chunks_planned']:,} planned, {c['chunks_scored']:,} scored, "
                         f"{c['chunks_quarantined']:,} quarantined")]
-    warnings = [f"{c[f'{unit}_quarantined']:,} of {c[f'{unit}_{whole}']:,} {unit} could not be used and are left "
-                "out (quarantine.parquet gives each one's reason)."
+    warnings = [left_out(c[f"{unit}_quarantined"], c[f"{unit}_{whole}"], unit)
                 for unit, whole in (("documents", "in"), ("chunks", "planned")) if c[f"{unit}_quarantined"]]
     files = [("report.md", "this report's numbers as Markdown"), ("report.json", "every number here"),
              ("chunks.parquet", "every scored chunk: both scores, the ratio, flagged, its text"),

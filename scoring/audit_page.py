@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Mapping
 
 from scoring.audit import _excerpt, _overlap_cell
-from scoring.report_html import Code, Figure, Page, Section, Table, num, output_files, pct, pct_ci, pct_interval
+from scoring.report_html import (Code, Figure, Page, Section, Table, left_out, num, output_files, pct, pct_ci,
+                                 pct_interval)
 
 MAX_DOCUMENTS = 50  # rows in the page's document table (report.json and documents.parquet have every one)
 MAX_EVIDENCE = 20  # documents whose top snippets are quoted
@@ -123,11 +124,11 @@ def audit_page(report: Mapping, out_dir: Path) -> Page:
     sections.append(Section("Evidence", [_evidence(report)]))
     warnings = list(report.get("warnings", [])) + ([corr["note"]] if corr.get("note") else [])
     if tgt["documents_quarantined"]:  # the estimate speaks only for what was scored
-        warnings.append(f"{tgt['documents_quarantined']:,} of {tgt['documents_in']:,} audited {docs} could not be used "
-                        "and are in no estimate here (quarantine.parquet gives each one's reason).")
+        warnings.append(left_out(tgt["documents_quarantined"], tgt["documents_in"], f"audited {docs}",
+                                 then="are in no estimate here"))
     if tgt["snippets_quarantined"] and pieces == "snippets":
-        warnings.append(f"{tgt['snippets_quarantined']:,} of {tgt['snippets_planned']:,} snippets could not be scored "
-                        "and are left out.")
+        warnings.append(left_out(tgt["snippets_quarantined"], tgt["snippets_planned"], "snippets",
+                                 "could not be scored", where=None))
     return Page(kind="corpus audit" if report["mode"] != "benchmark" else "benchmark audit", headline=head,
                 summary=summary, facts=facts, sections=sections, warnings=warnings,
                 files=output_files(out_dir, FILES))

@@ -7,7 +7,8 @@ import math
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from scoring.report_html import Code, Figure, Page, Row, Section, Table, num, num_ci, output_files, pct
+from scoring.report_html import (Code, Figure, Page, Row, Section, Table, left_out, num, num_ci, output_files,
+                                 pct)
 
 BLIND_FLAG_AUC = 0.60  # curation.shift_audit.FLAG_AUC: above it a classifier that never sees the model finds a shift
 
@@ -74,8 +75,8 @@ def evaluation_page(out_dir: Path, records: Sequence[dict], run_info: Mapping, b
     best_all = _best(records, "all")
     warnings = _blind_warnings(blind)
     if counts.get("quarantined"):
-        warnings.append(f"{counts['quarantined']:,} of {counts.get('in', 0):,} rows could not be scored and are left "
-                        "out of every number (quarantine.parquet gives each one's reason).")
+        warnings.append(left_out(counts["quarantined"], counts.get("in", 0), "rows", "could not be scored",
+                                 "are left out of every number"))
     nan = {r["column"]: r["n_nan"] for r in records if r["bucket"] == "all" and r.get("n_nan")}
     if nan:
         warnings.append("Some detectors gave no score for some rows, which are left out of their AUC: "

@@ -111,6 +111,13 @@ def pct_ci(x, ci: Sequence | None, digits: int = 1) -> str:
     return f"{pct(x, digits)} {pct_interval(ci, digits)}"
 
 
+def left_out(n: int, total: int, what: str, how: str = "could not be used", then: str = "are left out",
+             where: str | None = "quarantine.parquet") -> str:
+    """The warning every page gives when inputs were quarantined: how many of how many, what that means for the
+    numbers, and where each one's reason is."""
+    return f"{n:,} of {total:,} {what} {how} and {then}" + (f" ({where} gives each one's reason)." if where else ".")
+
+
 def num_ci(x, ci: Sequence | None, digits: int = 3) -> str:
     lo, hi = (list(ci or []) + [None, None])[:2]
     return f"{num(x, digits)} [{num(lo, 2)}, {num(hi, 2)}]"
