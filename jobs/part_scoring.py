@@ -125,12 +125,15 @@ def score_benchmark(*, benchmark: str, requester_pays: bool, rows_per_part: int,
 
 
 def add_api_stats(stats: dict, summary: dict) -> None:
-    """Sum a part's served-model counters (requests, retries, tokens, positions) into the run's."""
+    """Sum a part's served-model counters (requests, retries, tokens, positions) into the run's; gauges combine by
+    their own rule (the largest bound, the lowest concurrency)."""
+    from scoring.api.scorer import GAUGES
+
     if not summary.get("api"):
         return
     total = stats.setdefault("api", {})
     for k, v in summary["api"].items():
-        total[k] = max(total.get(k, 0), v) if k == "max_bound" else round(total.get(k, 0) + v, 6)
+        total[k] = (GAUGES[k](total[k], v) if k in total else v) if k in GAUGES else round(total.get(k, 0) + v, 6)
 
 
 def served_model_gone(exc: BaseException) -> str | None:

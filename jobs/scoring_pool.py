@@ -274,8 +274,10 @@ class ScoreParts:
 
 
 def _delta(after: dict, before: dict) -> dict:
-    """Counters spent between two snapshots; `max_bound` is a maximum, not a count."""
-    return {k: (v if k == "max_bound" else round(v - before.get(k, 0), 6)) for k, v in after.items()}
+    """Counters spent between two snapshots; gauges (the bound, the adaptive concurrency) as they are now."""
+    from scoring.api.scorer import GAUGES
+
+    return {k: (v if k in GAUGES else round(v - before.get(k, 0), 6)) for k, v in after.items()}
 
 
 def _empty_scored() -> pa.Table:

@@ -19,12 +19,21 @@ TOKENIZER = typer.Option(None, "--tokenizer", help="with --api-base: the served 
                          "directory (token ids, windows, and the detectors that need ids)")
 API_LOGPROBS = typer.Option(
     "echo", "--api-logprobs", help="echo: one request per window, the prompt's log-probabilities echoed back "
-    "(max_tokens 0, or 1 where refused); logit-bias: for servers without echo, per position a top-n request, plus "
-    "logit_bias on the true token when it is not listed (exact where the server allows, else the seed's binary "
-    "search; calls per token and the error bound go to run.json)")
+    "(max_tokens 0 where the server really generates nothing, else 1); logit-bias: for servers without a correct "
+    "echo, per position a top-n request, plus logit_bias on the true token when it is not listed (exact where the "
+    "server allows, else the seed's binary search; calls per token and the error bound go to run.json). Prompts go "
+    "as token ids, or as text where the server takes only strings (checked against --tokenizer). Before scoring, "
+    "a self-check compares the mode's log-probs with a second, independent read and refuses a mode that disagrees "
+    "(e.g. llama-cpp-python's echo, one position late); see docs/served-models.md")
 API_TOP_LOGPROBS = typer.Option(5, "--api-top-logprobs", min=1, help="top-n log-probabilities asked per position: "
                                 "lp_max, and the approximation min_k_pp@topk=N accepts")
-API_CONCURRENCY = typer.Option(8, "--api-concurrency", min=1, help="requests in flight per scorer actor")
+API_CONCURRENCY = typer.Option(8, "--api-concurrency", min=1, help="requests in flight per scorer actor, at most: "
+                               "fewer while the server queues (a timeout, 429 or 503 halves it; answers slower than "
+                               "4x the fastest, by over 2 s, take one off; it grows back as answers come quickly)")
+API_TIMEOUT = typer.Option(120.0, "--api-timeout", min=0.001, help="seconds one request may take, from sending it "
+                           "to its last byte; a completion without streaming sends nothing until it is done, so "
+                           "this includes the time it waits in the server's queue. A timeout halves the "
+                           "concurrency and is retried")
 API_MAX_RETRIES = typer.Option(6, "--api-max-retries", min=0, help="retries of a request that got 429, 5xx "
                                 "or no answer (backoff 0.5 s doubling, +-50% jitter, at most 20 s; Retry-After "
                                 "honoured); then the job stops and a rerun resumes")
@@ -38,7 +47,7 @@ STALL_TIMEOUT = typer.Option(1800.0, "--stall-timeout", min=1.0, help="seconds w
 SERVED_OPTIONS = (("api_base", Optional[str], API_BASE), ("tokenizer", Optional[str], TOKENIZER),
                   ("api_logprobs", str, API_LOGPROBS), ("api_top_logprobs", int, API_TOP_LOGPROBS),
                   ("api_concurrency", int, API_CONCURRENCY), ("api_rps", float, API_RPS),
-                  ("api_max_retries", int, API_MAX_RETRIES),
+                  ("api_max_retries", int, API_MAX_RETRIES), ("api_timeout", float, API_TIMEOUT),
                   ("stall_timeout", float, STALL_TIMEOUT))  # a pool setting, shared by the same commands
 
 
@@ -95,13 +104,14 @@ class ServedFields(PoolSettings):
     api_concurrency: int = 8
     api_rps: float = 0.0
     api_max_retries: int = 6
+    api_timeout: float = 120.0
 
     def served(self) -> "ServedModel | None":
         """Probe the served model (None without --api-base)."""
         return served_model(model=self.model, api_base=self.api_base, tokenizer=self.tokenizer,
                             mode=self.api_logprobs, top_logprobs=self.api_top_logprobs,
                             concurrency=self.api_concurrency, rps=self.api_rps, max_retries=self.api_max_retries,
-                            actors=self.actors,
+                            timeout_s=self.api_timeout, actors=self.actors,
                             context=self.context, gpus_per_actor=self.gpus_per_actor)
 
     @property
@@ -131,14 +141,17 @@ class ServedModel:
         from jobs.shards import model_identity
 
         a = self.api
-        return {"served_model": a.model, "tokenizer": model_identity(self.tokenizer), "method": a.method,
-                "top_logprobs": a.top_logprobs, "context": self.context,
-                "search_tol": a.search_tol if a.method == "search" else None}
+        facts = {"served_model": a.model, "tokenizer": model_identity(self.tokenizer), "method": a.method,
+                 "top_logprobs": a.top_logprobs, "context": self.context,
+                 "search_tol": a.search_tol if a.method == "search" else None}
+        if a.prompt_format != "ids":  # only then, so that outputs scored over token ids keep their identity
+            facts.update(prompt_format=a.prompt_format, prefix_tokens=a.prefix_tokens)
+        return facts
 
 
 def served_model(*, model: str, api_base: str | None, tokenizer: str | None, mode: str, top_logprobs: int,
                  concurrency: int, rps: float, actors: int, context: int | None, gpus_per_actor: float = 0.0,
-                 max_retries: int = 6) -> ServedModel | None:
+                 max_retries: int = 6, timeout_s: float = 120.0) -> ServedModel | None:
     """Probe the server (a few requests) and fix the method; None without --api-base. Raises typer.BadParameter
     for options that do not fit together and ApiFatal (a RuntimeError: one line, exit 2) for a server that
     cannot be used."""
@@ -156,7 +169,7 @@ def served_model(*, model: str, api_base: str | None, tokenizer: str | None, mod
         raise typer.BadParameter("--gpus-per-actor has no meaning with --api-base (the server holds the model)")
     try:
         cfg = ApiConfig(base=api_base, model=model, mode=mode, top_logprobs=top_logprobs, concurrency=concurrency,
-                        rps=rps / max(1, actors) if rps else 0.0, max_retries=max_retries)
+                        rps=rps / max(1, actors) if rps else 0.0, max_retries=max_retries, timeout_s=timeout_s)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     tok = load_tokenizer(tokenizer)
@@ -214,7 +227,9 @@ def run_record(served: ServedModel | None, part_api: dict | None) -> dict | None
     return {
         "api_base": a.base, "model": a.model, "tokenizer": served.tokenizer, "mode": a.mode, "method": a.method,
         "top_logprobs": a.top_logprobs, "context": served.context, "concurrency_per_actor": a.concurrency,
-        "rps_per_actor": a.rps, "probe": served.probe, "lp_source": a.source, "requests": s,
+        "rps_per_actor": a.rps, "timeout_s": a.timeout_s, "prompt_format": a.prompt_format,
+        "probe": served.probe, "self_check": (served.probe or {}).get("self_check"), "lp_source": a.source,
+        "requests": s,
         "calls_per_token": round(calls / positions, 4) if positions else None,
         "tokens_per_call": round(s.get("prompt_tokens", 0) / calls, 2) if calls else None,
         "extraction_error_bound_nats": 0.0 if exact else s.get("max_bound"),

@@ -85,7 +85,7 @@ def scoring_fingerprint(cfg, views: Sequence[str], prefix_text: str | None) -> s
 
 
 JOB_FIELDS_IGNORED = ("out", "actors", "progress", "resume", "shard_size", "extra", "requester_pays",
-                      "api_base", "api_concurrency", "api_rps", "api_max_retries")  # where and how fast, not what
+                      "api_base", "api_concurrency", "api_rps", "api_max_retries", "api_timeout")  # where and how fast, not what
 
 
 # ---------------------------------------------------------------- job outputs (local or s3://)

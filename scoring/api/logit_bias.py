@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from scoring.api.client import ApiConfig, CompletionsClient, ApiRequestError
 from scoring.api.echo import topk_moments
+from scoring.api.prompts import check_prompt_count, prompt_of
 
 
 class TokenKeys:
@@ -88,21 +89,29 @@ class BiasExtractor:
         self.client, self.cfg, self.keys = client, cfg, keys
 
     def call(self, prompt, bias: dict[int, float] | None = None):
-        body = {"prompt": [int(t) for t in prompt], "max_tokens": 1, "logprobs": self.cfg.top_logprobs,
-                "temperature": 0}
+        """A max_tokens=1 request on the token ids `prompt` (sent as ids or text, as probed)."""
+        body = {"prompt": prompt_of(self.cfg, self.keys.tokenizer, prompt), "max_tokens": 1,
+                "logprobs": self.cfg.top_logprobs, "temperature": 0}
         if bias:
             body["logit_bias"] = {str(int(k)): float(v) for k, v in bias.items()}
-        return generation(self.client.complete(body))
+        resp = self.client.complete(body, n_tokens=len(prompt))
+        check_prompt_count(resp, len(prompt), self.cfg, f"the {len(prompt)}-token prefix")
+        return generation(resp)
 
     def position(self, prompt, u: int) -> Position:
         top, _, _ = self.call(prompt)
         if not top:
             raise ApiRequestError(200, "the server listed no top log-probabilities")
-        ref, lp_ref = max(top.items(), key=lambda kv: kv[1])
         ambiguous = self.keys.ambiguous(u)
         listed = self.keys.lookup(top, u)
         if listed is not None:
             return self._done(top, listed, 1, 0.0, True, ambiguous)
+        return self.extract(prompt, u, top, ambiguous)
+
+    def extract(self, prompt, u: int, top: dict, ambiguous: bool = False) -> Position:
+        """u's log-probability through logit_bias, by the probed method, given the unbiased top-n `top` (the
+        self-check also runs it on a listed token, to compare with the value the list shows)."""
+        ref, lp_ref = max(top.items(), key=lambda kv: kv[1])
         B = self.cfg.max_bias
         if self.cfg.method == "search":
             return self._search(prompt, u, top, lp_ref, ambiguous)
@@ -120,14 +129,17 @@ class BiasExtractor:
 
     def _search(self, prompt, u, top, lp_ref, ambiguous) -> Position:
         calls = 1
+        # u already listed happens only in the self-check: then only the chosen token says when the bias won
+        unlisted = self.keys.lookup(top, u) is None
 
         def chosen_at(bias: float) -> bool:
             nonlocal calls
             calls += 1
             listed, chosen, _ = self.call(prompt, {u: bias})
-            return self.keys.is_token(chosen, u) or self.keys.lookup(listed, u) is not None
+            return self.keys.is_token(chosen, u) or (unlisted and self.keys.lookup(listed, u) is not None)
 
-        lo, hi = max(0.0, lp_ref - min(top.values())), self.cfg.max_bias
+        lo = max(0.0, lp_ref - min(top.values())) if unlisted else 0.0
+        hi = self.cfg.max_bias
         if not chosen_at(hi):
             return self._done(top, lp_ref - hi, calls, math.inf, False, ambiguous)
         while hi - lo > self.cfg.search_tol:

@@ -9,6 +9,15 @@ at a time), but it answers the way real ones do, and can be told to answer the w
                          unbiased top-n (only the chosen token reveals the bias: the seed's binary-search setting)
                  ignore: logit_bias has no effect at all
   echo=False     refuses echo; refuse_max_tokens_0 refuses max_tokens 0 (then clients send 1)
+  prompts        which prompts it takes: ("ids", "text") by default; ("text",) answers a token-id prompt with
+                 HTTP 500, as llama-cpp-python's server does. A text prompt is tokenized here, after `text_prefix`
+                 (token ids the server puts first, e.g. a BOS).
+  echo_shift     echo pairs each prompt token with the next position's distribution (llama-cpp-python 0.3's bug)
+  zero_is_unlimited  max_tokens 0 means "until the context is full" (llama-cpp-python; `stop` strings still apply)
+  delay_s        each request holds the one slot this long first (a queueing server)
+  drop_idle      close every connection after its answer without saying so (a keep-alive the server timed out)
+  replay         answer from responses recorded from a real server (tests/fixtures/llama_cpp/record.py): each
+                 request body is looked up as it was recorded; an unrecorded one gets HTTP 500 saying so
   fail_first     HTTP statuses answered to the first requests (e.g. [429, 500]) before answering normally
   die_after      stop answering (close the socket) after this many requests: a server that goes away mid-job
   api_key        require `Authorization: Bearer <key>`
@@ -28,17 +37,27 @@ BIAS_MODES = ("after", "before", "hidden", "ignore")
 class LoopbackServer:
     def __init__(self, model_path: str, *, name: str = "loopback", bias_logprobs: str = "after", echo: bool = True,
                  refuse_max_tokens_0: bool = False, fail_first=(), die_after: int | None = None,
-                 api_key: str | None = None, max_logprobs: int = 20, lifetime_s: float = 600.0, port: int = 0):
-        from scoring.model import load_causal_lm
-
+                 api_key: str | None = None, max_logprobs: int = 20, lifetime_s: float = 600.0, port: int = 0,
+                 prompts=("ids", "text"), text_prefix=(), echo_shift: bool = False, zero_is_unlimited: bool = False,
+                 delay_s: float = 0.0, replay: str | None = None, drop_idle: bool = False):
         if bias_logprobs not in BIAS_MODES:
             raise ValueError(f"bias_logprobs must be one of {BIAS_MODES}")
-        self.model, self.tokenizer = load_causal_lm(model_path, device="cpu")
+        self.replay = load_replay(replay) if replay else None
+        if self.replay is not None:
+            self.model = self.tokenizer = None
+            name = self.replay["model"]
+        else:
+            from scoring.model import load_causal_lm
+
+            self.model, self.tokenizer = load_causal_lm(model_path, device="cpu")
+        self.prompts, self.text_prefix = tuple(prompts), [int(t) for t in text_prefix]
+        self.echo_shift, self.zero_is_unlimited, self.delay_s = echo_shift, zero_is_unlimited, delay_s
+        self.drop_idle = drop_idle
         self.name, self.bias_logprobs, self.echo = name, bias_logprobs, echo
         self.refuse_max_tokens_0, self.fail_first = refuse_max_tokens_0, list(fail_first)
         self.die_after, self.api_key, self.max_logprobs = die_after, api_key, max_logprobs
-        cfg = self.model.config
-        self.max_len = int(getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings", 2048))
+        cfg = getattr(self.model, "config", None)
+        self.max_len = int(getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings", None) or 2048)
         self.lifetime_s = lifetime_s
         self.requests = 0
         self.statuses: dict[int, int] = {}
@@ -112,16 +131,34 @@ class LoopbackServer:
         values, index = torch.topk(logp, min(n, logp.shape[-1]))
         return {self.text(int(i)): float(v) for v, i in zip(values, index)}
 
+    def _prompt_ids(self, prompt) -> tuple[int, object]:
+        """(status, the prompt's token ids or an error body)."""
+        if isinstance(prompt, str) and prompt and "text" in self.prompts:
+            return 200, self.text_prefix + [int(t) for t in self.tokenizer(prompt, add_special_tokens=False)["input_ids"]]
+        if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+            if "ids" in self.prompts:
+                return 200, prompt
+            return 500, _error("[{'type': 'string_type', 'loc': ('body', 'prompt', 'str'), 'msg': 'Input should be a "
+                               "valid string'}] (prompt: Input should be a valid string)")
+        return 400, _error("prompt must be a non-empty list of token ids or a string")
+
     def complete(self, body: dict) -> tuple[int, dict]:
         import torch
 
-        prompt = body.get("prompt")
-        if not isinstance(prompt, list) or not prompt or not all(isinstance(t, int) for t in prompt):
-            return 400, _error("prompt must be a non-empty list of token ids")
+        if self.replay is not None:
+            return replayed(self.replay, body)
+        if self.delay_s:  # one request at a time, like a server with one slot: the others queue
+            with self._model_lock:
+                time.sleep(self.delay_s)
+        status, prompt = self._prompt_ids(body.get("prompt"))
+        if status != 200:
+            return status, prompt
         vocab = self.model.config.vocab_size
         if any(t < 0 or t >= vocab for t in prompt):
             return 400, _error("token id out of range")
         max_tokens = int(body.get("max_tokens", 16))
+        stop = body.get("stop") or []
+        stop = [stop] if isinstance(stop, str) else list(stop)
         n_top = body.get("logprobs")
         n_top = None if n_top is None else int(n_top)
         echo = bool(body.get("echo"))
@@ -131,6 +168,8 @@ class LoopbackServer:
             return 400, _error("echo is not supported")
         if max_tokens < (1 if self.refuse_max_tokens_0 else 0):
             return 400, _error("max_tokens must be at least 1")
+        if max_tokens == 0 and self.zero_is_unlimited:
+            max_tokens = self.max_len - len(prompt)
         if len(prompt) + max_tokens > self.max_len:
             return 400, _error(f"prompt of {len(prompt)} tokens + {max_tokens} exceeds the context ({self.max_len})")
         bias = torch.zeros(vocab)
@@ -140,10 +179,11 @@ class LoopbackServer:
         tokens, token_lps, tops = [], [], []
         if echo:
             logp = torch.log_softmax(self._logits(prompt, True), dim=-1)
+            at = 0 if self.echo_shift else 1  # shifted: token i paired with the distribution after it
             for i, t in enumerate(prompt):
                 tokens.append(self.text(t))
-                token_lps.append(None if i == 0 else float(logp[i - 1, t]))
-                tops.append(None if i == 0 or n_top is None else self._top(logp[i - 1], n_top))
+                token_lps.append(None if i == 0 else float(logp[i - at, t]))
+                tops.append(None if i == 0 or n_top is None else self._top(logp[i - at], n_top))
         ids = list(prompt)
         for _ in range(max_tokens):
             z = self._logits(ids, False)
@@ -159,6 +199,8 @@ class LoopbackServer:
             token_lps.append(value)
             tops.append(listed)
             ids.append(chosen)
+            if any(x in self.text(chosen) for x in stop):
+                break
         generated = ids[len(prompt):]
         logprobs = None if n_top is None else {"tokens": tokens, "token_logprobs": token_lps, "top_logprobs": tops}
         return 200, {"id": f"cmpl-{self.requests}", "object": "text_completion", "created": int(time.time()),
@@ -171,6 +213,27 @@ class LoopbackServer:
 
 def _error(message: str) -> dict:
     return {"error": {"message": message, "type": "invalid_request_error"}}
+
+
+def request_key(body: dict) -> str:
+    """A request body as a replay key: canonical JSON, without the model name."""
+    return json.dumps({k: v for k, v in body.items() if k != "model"}, sort_keys=True, separators=(",", ":"))
+
+
+def load_replay(path: str) -> dict:
+    """A recording (tests/fixtures/llama_cpp/record.py): {"server": ..., "model": ..., "exchanges": [...]}."""
+    from pathlib import Path
+
+    rec = json.loads(Path(path).read_text())
+    rec["answers"] = {request_key(x["request"]): (x["status"], x["response"]) for x in rec["exchanges"]}
+    return rec
+
+
+def replayed(rec: dict, body: dict) -> tuple[int, dict]:
+    found = rec["answers"].get(request_key(body))
+    if found is None:
+        return 500, _error(f"replay: this request was not recorded from {rec['server']}")
+    return found
 
 
 def _handler(server: LoopbackServer):
@@ -190,6 +253,8 @@ def _handler(server: LoopbackServer):
                 self.send_header(k, v)
             self.end_headers()
             self.wfile.write(data)
+            if server.drop_idle:
+                self.close_connection = True
             with server._lock:
                 server.statuses[status] = server.statuses.get(status, 0) + 1
 
@@ -205,7 +270,7 @@ def _handler(server: LoopbackServer):
             with server._lock:
                 server.requests += 1
                 n = server.requests
-                server.bodies = (server.bodies + [body])[-50:]
+                server.bodies = (server.bodies + [body])[-200:]
                 fault = server.fail_first.pop(0) if server.fail_first else None
             if server.die_after is not None and n > server.die_after:
                 self.close_connection = True  # gone: no answer at all

@@ -13,10 +13,15 @@ from typing import Sequence
 import numpy as np
 
 from scoring.api.client import ApiConfig, ApiRequestError, CompletionsClient
-from scoring.api.echo import echo_request, parse_echo
+from scoring.api.echo import echo_logprobs, echo_request, parse_echo
 from scoring.api.logit_bias import BiasExtractor, TokenKeys
+from scoring.api.prompts import check_echoed_tokens, prompt_of
 from scoring.scorer import Window, assemble, plan_windows, stats_columns
 from scoring.tokenstats import STAT_FIELDS
+
+
+# ApiScorer.stats() fields that are levels, not counts: a part reports them as they are, a run combines them so.
+GAUGES = {"max_bound": max, "concurrency_ceiling": max, "concurrency_final": min, "concurrency_lowest": min}
 
 
 class ApiScorer:
@@ -42,15 +47,21 @@ class ApiScorer:
 
     def stats(self) -> dict:
         """Counters for run.json: HTTP calls, retries, tokens sent, and how the log-probabilities were extracted."""
-        return {**self.client.stats, **self.extraction}
+        return {**self.client.stats, **self.extraction, **self.client.concurrency_report()}
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
 
     # ---- per window -------------------------------------------------------------------------------------------
     def _echo_window(self, seq: np.ndarray, w: Window) -> dict:
-        resp = self.client.complete(echo_request(seq[w.begin:w.end], self.cfg.top_logprobs, self.cfg.max_tokens))
-        out = parse_echo(resp, w.length, w.pred_from - w.begin, self.cfg.top_logprobs)
+        ids = seq[w.begin:w.end]
+        prompt = prompt_of(self.cfg, self.keys.tokenizer, ids)
+        resp = self.client.complete(echo_request(prompt, self.cfg.top_logprobs, self.cfg.max_tokens),
+                                    n_tokens=len(ids))
+        if self.cfg.prompt_format == "text":  # the server tokenized the text itself: it must be our tokens
+            check_echoed_tokens(echo_logprobs(resp).get("tokens"), ids, self.keys, self.cfg.prefix_tokens,
+                                f"the window at token {w.begin}")
+        out = parse_echo(resp, w.length, w.pred_from - w.begin, self.cfg.top_logprobs, self.cfg.prefix_tokens)
         with self._lock:
             self.extraction["positions"] += w.end - w.pred_from
         return out

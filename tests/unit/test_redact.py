@@ -78,3 +78,44 @@ def test_run_record_labels_and_harmless_env_values_survive(monkeypatch):
     assert redact(phases) == phases
     assert redact_text("ray started with auth disabled") == "ray started with auth disabled"
     assert redact_text("using hf_realsecretvalue123 now") == f"using {REDACTED} now"
+
+
+def test_the_working_directory_and_paths_are_not_secrets(monkeypatch, tmp_path):
+    """PWD ("pwd" abbreviates password elsewhere) holds the working directory: every path under it used to be
+    written as [REDACTED]/... in run.json and reports."""
+    workdir = tmp_path / "runs"
+    workdir.mkdir()
+    creds = tmp_path / "credentials"
+    creds.write_text("x")
+    monkeypatch.setenv("PWD", str(workdir))
+    monkeypatch.setenv("OLDPWD", str(tmp_path))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(creds))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-planted-not-real-0123456789")
+    run = {"out": str(workdir / "eval"), "benchmark": f"{workdir}/bench/data", "cwd": str(workdir),
+           "note": f"read {creds}", "command": f"tidemark evaluate --out {workdir}/eval",
+           "error": "HTTP 401 with key sk-planted-not-real-0123456789"}
+    out = redact(run)
+    assert {k: out[k] for k in ("out", "benchmark", "cwd", "note", "command")} == {
+        k: run[k] for k in ("out", "benchmark", "cwd", "note", "command")}
+    assert out["error"] == f"HTTP 401 with key {REDACTED}"  # a real secret in the environment still goes
+    assert is_secret_key("DB_PWD")  # a password variable that is not the shell's PWD still counts
+
+
+def test_a_served_models_probe_record_survives():
+    probe = {"bias_token": 24576, "bias_reflected_in_logprobs": False, "biased_token_shown": True,
+             "max_shift_of_other_tokens": 0.0, "method": "direct", "tokens_checked": 16,
+             "prompt": {"format": "text", "server_prefix_tokens": 0}}
+    assert redact({"served_model": {"probe": probe}}) == {"served_model": {"probe": probe}}
+    assert credential_keys({"probe": probe}) == []
+    # text under the same words is still a credential
+    assert redact({"bias_token": "sk-abc123def456"}) == {"bias_token": REDACTED}
+
+
+def test_signed_urls_lose_their_signature_only():
+    url = ("https://bucket.s3.amazonaws.com/data/part-0.parquet?X-Amz-Algorithm=AWS4-HMAC-SHA256"
+           "&X-Amz-Credential=AKIDEXAMPLE%2F20261125%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20261125T000000Z"
+           "&X-Amz-Expires=3600&X-Amz-Signature=0a1b2c3d4e5f&X-Amz-SignedHeaders=host")
+    got = redact_text(f"reading {url} now")
+    assert "0a1b2c3d4e5f" not in got and "AKIDEXAMPLE" not in got
+    assert f"X-Amz-Signature={REDACTED}" in got and "X-Amz-Expires=3600" in got and got.endswith(" now")
+    assert redact_text("https://h/v1?token=abc123&page=2") == f"https://h/v1?token={REDACTED}&page=2"
