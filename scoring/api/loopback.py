@@ -246,6 +246,8 @@ def _handler(server: LoopbackServer):
 
         def _send(self, status: int, payload: dict, headers: dict | None = None) -> None:
             data = json.dumps(payload).encode()
+            with server._lock:  # counted before the answer leaves: a client that has it may look at once
+                server.statuses[status] = server.statuses.get(status, 0) + 1
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -255,8 +257,6 @@ def _handler(server: LoopbackServer):
             self.wfile.write(data)
             if server.drop_idle:
                 self.close_connection = True
-            with server._lock:
-                server.statuses[status] = server.statuses.get(status, 0) + 1
 
         def do_GET(self) -> None:
             if self.path.rstrip("/").endswith("/models"):

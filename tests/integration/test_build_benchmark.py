@@ -205,6 +205,7 @@ def test_a_dump_parsed_in_byte_ranges_gives_the_same_release(release: Path, coff
 
 
 # One range per site (one partition) is how the `release` fixture itself is built from the directory.
+@pytest.mark.heavy
 @pytest.mark.parametrize("range_bytes,ranges", [(200_000, 4)])
 def test_a_7z_dump_is_staged_then_parsed_in_ranges_with_the_same_release(release: Path, coffee_dir: Path,
                                                                            tmp_path: Path, range_bytes, ranges):
@@ -219,6 +220,7 @@ def test_a_7z_dump_is_staged_then_parsed_in_ranges_with_the_same_release(release
     assert_same_release(tmp_path / "from7z", release)
 
 
+@pytest.mark.heavy
 def test_without_source_staging_a_7z_is_staged_in_a_temporary_area_that_is_removed(release: Path, coffee_dir: Path,
                                                                                     tmp_path: Path):
     import tempfile

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from jobs.cli import app
 
-pytestmark = [pytest.mark.slow, pytest.mark.ray]
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.heavy]
 
 
 def test_min_k_auc_rises_with_repeats(tmp_path, ray_session):

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from jobs.cli import app
 from report_pages import assert_self_contained
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.heavy]
 
 
 def invoke(*args: str):

@@ -119,6 +119,7 @@ def test_rescore_reproduces_scores_without_the_model(evaluated):
             assert a[col].tolist() == b[col].tolist(), col
 
 
+@pytest.mark.heavy
 def test_a_200k_token_text_is_windowed_not_dropped(study, ray_session, tmp_path):
     bench = tmp_path / "long.jsonl"
     rows = [json.loads(line) for line in open(study["benchmark"], "rb").read().splitlines()[:6]

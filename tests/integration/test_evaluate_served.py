@@ -19,7 +19,7 @@ from jobs.storage_io import Location
 from scoring.api.loopback import LoopbackServer
 from scoring.detectors import parse_methods
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.heavy]
 
 METHODS = "loss,zlib,lowercase,min_k,max_k,pac@n=2,recall,dc_pdd,tag_tab"
 KEY = "sk-tidemark-test-key"

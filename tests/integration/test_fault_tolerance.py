@@ -21,7 +21,7 @@ from evaluate_outputs import assert_accounting, assert_same_outputs
 from jobs.evaluate import EvaluateConfig, run_evaluate
 from jobs.part_scoring import ABORT_ENV, InjectedAbort
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.heavy]
 
 SHARD = 4
 METHODS = "loss,min_k,lowercase"  # views: original + lowercase, so every row is two scorer sequences

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from jobs.cli import app
 from scoring.detectors import parse_method
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.heavy]
 N = 5
 
 

@@ -18,7 +18,7 @@ import pytest
 from bench.cluster_harness import parts_done, run_cli, two_node_cluster
 from evaluate_outputs import assert_accounting, assert_same_outputs
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.heavy]
 
 METHODS = "loss,min_k,zlib"
 SHARD = 2

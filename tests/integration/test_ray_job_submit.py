@@ -35,7 +35,7 @@ BIN = Path(sys.executable).parent
 # A fake secret made at run time (so this file, which the job's working dir ships, does not contain it).
 PLANTED = "planted+FAKE/" + uuid.uuid4().hex
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 
 def free_ports(n: int) -> list[int]:

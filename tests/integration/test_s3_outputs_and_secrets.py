@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 
 from jobs.cli import app
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.heavy]
 
 BUCKET = "tidemark-ops"
 # Fake secrets made at run time. The env one is shaped like an AWS secret key (40 base64 characters).

@@ -107,6 +107,7 @@ def test_bf16_fast_path_is_within_bf16_tolerance(model):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_compiled_scorer_equals_reference_without_recompiling(model):
     """torch.compile(dynamic=True) with widths padded to multiples of 64: one graph serves every batch shape
     (CPU inductor; ~20–80 s of compilation on 2 cores)."""
