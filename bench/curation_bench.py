@@ -14,7 +14,8 @@ from typing import Any, Iterator
 
 
 def _count_posts(path: str) -> dict[str, int]:
-    from curation.sources.stackexchange import iter_post_rows, open_posts, site_files
+    from curation.sources.se_dump import iter_post_rows, open_posts
+    from curation.sources.stackexchange import site_files
 
     counts = {"posts": 0, "questions": 0, "answers": 0}
     for site in site_files(path):

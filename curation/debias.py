@@ -426,7 +426,7 @@ def debias_release(rows: list[dict], cfg: dict[str, Any]) -> tuple[list[dict], l
     `max_rows` rows: a larger release is first cut to the `max_rows` rows with the smallest seeded hash of their
     id (reason ``debias_over_cap``), so the fit costs the same on any corpus. The report is JSON-safe."""
     from curation.sampling import sample_rank
-    from curation.shift_audit import _jsonable, cutoff_year_from_manifest
+    from curation.shift_audit import jsonable, cutoff_year_from_manifest
 
     opts = {**DEBIAS_DEFAULTS, **(cfg.get("debias") or {})}
     unknown = set(opts) - set(DEBIAS_DEFAULTS)
@@ -442,7 +442,7 @@ def debias_release(rows: list[dict], cfg: dict[str, Any]) -> tuple[list[dict], l
         over = [{**r, "reason": "debias_over_cap", "detail": f"{len(ranked)} rows > debias.max_rows={cap}"}
                 for r in ranked[cap:]]
     kept, dropped, report = debias_rows(rows, seed=seed, cutoff_year=cutoff_year_from_manifest(cfg), **opts)
-    report = _jsonable(report)
+    report = jsonable(report)
     if over:
         report["capped"] = {"rows": len(rows), "of": len(rows) + len(over), "max_rows": cap,
                             "order": "sha256(seed, row id)"}

@@ -536,7 +536,7 @@ def audit_for_release(rows: Sequence[dict], cfg: dict[str, Any]) -> dict | None:
     if len(rows) < n:
         result["sample"] = {"rows": len(rows), "of": n, "max_rows": int(opts["max_rows"]),
                             "order": "sha256(seed, row id)"}
-    return _jsonable(result)
+    return jsonable(result)
 
 
 def stored_audit(path: str | Path) -> dict | None:
@@ -559,17 +559,17 @@ def blind_aucs(result: dict) -> dict[str, float]:
 # --------------------------------------------------------------------------------------------------------------
 # Report
 # --------------------------------------------------------------------------------------------------------------
-def _jsonable(x):
+def jsonable(x):
     if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
+        return {str(k): jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
+        return [jsonable(v) for v in x]
     if isinstance(x, (np.integer,)):
         return int(x)
     if isinstance(x, (float, np.floating)):
         return None if not math.isfinite(float(x)) else float(x)  # NaN is not JSON
     if isinstance(x, np.ndarray):
-        return _jsonable(x.tolist())
+        return jsonable(x.tolist())
     return x
 
 
@@ -656,7 +656,7 @@ def write_report(result: dict, out_dir: str | Path) -> None:
     """Write DIR/shift_audit.json, DIR/shift_audit.md and DIR/shift_audit.png."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    clean = _jsonable(result)
+    clean = jsonable(result)
     (out / "shift_audit.json").write_text(json.dumps(clean, indent=2, ensure_ascii=False) + "\n")
     (out / "shift_audit.md").write_text(render_markdown(result))
     plot(clean, out / "shift_audit.png")

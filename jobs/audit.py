@@ -117,10 +117,11 @@ def run_audit(cfg: AuditConfig) -> dict:
     from jobs.driver_memory import trim
     from jobs.corpus_io import iter_texts
     from jobs.doc_inputs import ROW_SUFFIXES, document_files
-    from jobs.evaluate import PhaseClock, _ensure_ray, token_freq_from_corpus
+    from jobs.evaluate import PhaseClock, token_freq_from_corpus
+    from jobs.ray_runtime import start_driver
     from jobs.part_scoring import score_benchmark
     from jobs.part_store import read_parts
-    from jobs.shards import _digest, model_identity, open_output, publish, tool_version
+    from jobs.shards import json_digest, model_identity, open_output, publish, tool_version
     from jobs.storage_io import Location
     from scoring.audit import NgramIndex, calibrate, corpus_summary, plot_rates, plot_scores, report_markdown
     from scoring.audit import top_snippets
@@ -141,7 +142,7 @@ def run_audit(cfg: AuditConfig) -> dict:
                            n=cfg.ngram)
     tasks = staging_tasks(cfg, benchmark)
     phases.lap("plan")
-    _ensure_ray()
+    start_driver()
     dest.delete_tree("_staging")
     staged = run_staging(tasks, dest.uri, index, cfg.progress)
     phases.lap("snippets (workers)")
@@ -161,7 +162,7 @@ def run_audit(cfg: AuditConfig) -> dict:
         from jobs.shards import sha256_bytes
 
         freq = None if token_freq is None else sha256_bytes(np.ascontiguousarray(token_freq).tobytes())
-        return _digest({"settings": settings,
+        return json_digest({"settings": settings,
                         "model": served.identity() if served else model_identity(cfg.model),
                         "ref_model": model_identity(cfg.ref_model), "token_freq": freq, "tool": tool_version()})
 

@@ -78,7 +78,7 @@ class _Source:
             return fh.read(stop - start)
 
 
-def _files(benchmark: str, requester_pays: bool) -> list[str]:
+def benchmark_files(benchmark: str, requester_pays: bool) -> list[str]:
     if benchmark.startswith("s3://"):
         from curation.sources import storage
 
@@ -101,7 +101,7 @@ def _files(benchmark: str, requester_pays: bool) -> list[str]:
 def plan_parts(benchmark: str, rows_per_part: int, requester_pays: bool = False) -> list[PartSpec]:
     if rows_per_part < 1:
         raise ValueError(f"rows per part must be at least 1, got {rows_per_part}")
-    files = _files(str(benchmark), requester_pays)
+    files = benchmark_files(str(benchmark), requester_pays)
     parts: list[PartSpec] = []
     bytes_per_line = None
     for f in files:

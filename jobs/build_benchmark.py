@@ -18,11 +18,7 @@ from typing import Any, Mapping, Optional
 
 import typer
 
-def _echo(message: str) -> None:
-    from jobs.redact import redact_text
-
-    typer.echo(redact_text(f"[build-benchmark] {message}"), err=True)
-
+from jobs.joblog import log
 
 # ---------------------------------------------------------------- the build
 
@@ -42,20 +38,20 @@ def build(cfg: Mapping[str, Any], out: Path | str, *, overrides: tuple[str, ...]
     dest = release_io.destination(out)
     state = release_io.release_state(dest)
     if state == "complete" and skip_existing:
-        _echo(f"{dest.uri} already holds a complete release; nothing to do (--skip-existing)")
+        log(f"{dest.uri} already holds a complete release; nothing to do (--skip-existing)")
         return release_io.read_manifest(dest)
     if state != "absent" and not (overwrite or (skip_existing and state == "partial")):
         raise FileExistsError(f"{out} already holds a release; pass --overwrite or choose another --out")
     ignored = credential_keys(cfg)
     if ignored:  # credentials come from the environment or the instance profile only; the names, never values
-        _echo(f"ignoring credential-like config keys {ignored}: credentials come from the environment or the "
+        log(f"ignoring credential-like config keys {ignored}: credentials come from the environment or the "
               "instance profile, and are redacted from the manifest")
     started = time.perf_counter()
     with release_io.staging(dest) as stage:
         out = _run(cfg, stage, runner)
         for step in out["counts"]["steps"]:
             dropped = ", ".join(f"{k}={v}" for k, v in step["dropped"].items()) or "-"
-            _echo(f"{step['step']:<13} {step['unit']:<9} in {step['in']:>7}  kept {step['kept']:>7}  "
+            log(f"{step['step']:<13} {step['unit']:<9} in {step['in']:>7}  kept {step['kept']:>7}  "
                   f"dropped: {dropped}")
         snapshot = {**sources.snapshot(sources.source_config(cfg)), "documents_created_at": out["created_at"]}
         manifest = build_manifest(cfg=cfg, overrides=overrides, source_snapshot=snapshot, counts=out["counts"],
@@ -65,7 +61,7 @@ def build(cfg: Mapping[str, Any], out: Path | str, *, overrides: tuple[str, ...]
         manifest = redact(manifest, secret_values(cfg))
         write_manifest(stage, manifest)
         release_io.publish(stage, dest, job="build-benchmark", rows=out["counts"]["rows_out"])
-    _echo(f"wrote {out['counts']['rows_out']} rows to {dest.uri} in {time.perf_counter() - started:.1f}s "
+    log(f"wrote {out['counts']['rows_out']} rows to {dest.uri} in {time.perf_counter() - started:.1f}s "
           f"({out['counts']['by_label_bucket']})")
     return manifest
 
@@ -88,7 +84,7 @@ def _run(cfg: Mapping[str, Any], stage: Path, runner: str) -> dict:
 
         ensure_ray(log_to_driver=False, logging_level="INFO")
     try:
-        return run_ray(cfg, stage, _echo)
+        return run_ray(cfg, stage, log)
     finally:
         if owns_ray:
             ray.shutdown()
@@ -126,7 +122,7 @@ def build_benchmark(
             set_ = [schedule.fill(item, values) for item in set_] + schedule.month_overrides(month)
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from exc
-        _echo(f"non-member month {month} (run date {values['run_date']}): out={out}")
+        log(f"non-member month {month} (run date {values['run_date']}): out={out}")
     try:
         cfg = load_config(config, set_)
     except ConfigError as exc:

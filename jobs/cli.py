@@ -35,6 +35,15 @@ JOB_MODULES = (
 for _name in JOB_MODULES:
     importlib.import_module(_name).register(app)
 
+
+@app.callback()
+def _name_the_command(ctx: typer.Context) -> None:
+    """Every progress line says which command wrote it (jobs/joblog.py)."""
+    from jobs.joblog import set_command
+
+    if ctx.invoked_subcommand:
+        set_command(ctx.invoked_subcommand)
+
 # No log line may carry a credential (jobs/redact.py): every record, from any logger, is scrubbed.
 importlib.import_module("jobs.redact").install_log_redaction()
 

@@ -42,11 +42,11 @@ def pool_scorer(out: Path, seed: int, progress: bool = False, via_api: str | Non
     def score(model_dir: Path, benchmark: Path, cell: str, methods) -> dict:
         from contextlib import ExitStack
 
-        from jobs.evaluate import _ensure_ray
+        from jobs.ray_runtime import start_driver
         from jobs.scoring_pool import ModelBranch, ScoringSpec
         from jobs.shards import model_identity
 
-        _ensure_ray()
+        start_driver()
         with ExitStack() as stack:
             if via_api:
                 from jobs.served_model import served_model
@@ -69,11 +69,11 @@ def _score_cell(dest_dir: Path, spec, identity, benchmark: Path, cell: str, meth
 
     from jobs.part_scoring import score_benchmark
     from jobs.part_store import read_parts
-    from jobs.shards import _digest, tool_version
+    from jobs.shards import json_digest, tool_version
     from jobs.storage_io import Location
 
     dest = Location(dest_dir)
-    fingerprint = _digest({"model": identity, "methods": [m.column for m in methods], "tool": tool_version()})
+    fingerprint = json_digest({"model": identity, "methods": [m.column for m in methods], "tool": tool_version()})
     run = score_benchmark(benchmark=str(benchmark), requester_pays=False, rows_per_part=1000, dest=dest,
                           spec_for=lambda _prefix: spec, methods=methods, seed=seed,
                           fingerprint_for=lambda *_: fingerprint, progress=progress)

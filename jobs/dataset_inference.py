@@ -54,11 +54,12 @@ def run_dataset_inference(cfg: DatasetInferenceConfig) -> dict:
 
     from jobs.audit_staging import plan_tasks, run_staging
     from jobs.doc_inputs import ROW_SUFFIXES, document_files
-    from jobs.evaluate import PhaseClock, _ensure_ray
+    from jobs.evaluate import PhaseClock
+    from jobs.ray_runtime import start_driver
     from jobs.part_scoring import score_benchmark
     from jobs.part_store import read_parts
     from jobs.scoring_pool import ModelBranch
-    from jobs.shards import _digest, model_identity, open_output, publish, tool_version
+    from jobs.shards import json_digest, model_identity, open_output, publish, tool_version
     from jobs.storage_io import Location
     from scoring.dataset_inference import MEANING, dataset_inference
     from scoring.views import ORIGINAL, PREFIXED
@@ -79,7 +80,7 @@ def run_dataset_inference(cfg: DatasetInferenceConfig) -> dict:
         tasks += [dict(t, task=t["task"] + 100_000 * label) for t in
                   plan_tasks(role, spec, id_prefix="", label=label, whole=whole, **common)]
     phases.lap("plan")
-    _ensure_ray()
+    start_driver()
     dest.delete_tree("_staging")
     staged = run_staging(tasks, dest.uri, None, cfg.progress)
     phases.lap("passages (workers)")
@@ -96,7 +97,7 @@ def run_dataset_inference(cfg: DatasetInferenceConfig) -> dict:
         spec_for=lambda text: cfg.pool_spec(branches, text), methods=methods, seed=cfg.seed,
         prefix_shots=cfg.recall_shots if PREFIXED in views else 0,
         count_tokens_of=cfg.tokenizer_path if "token_freq" in needs else None,
-        fingerprint_for=lambda text, ids, freq: _digest({**identity, "prefix": [text, list(ids)]}), progress=cfg.progress)
+        fingerprint_for=lambda text, ids, freq: json_digest({**identity, "prefix": [text, list(ids)]}), progress=cfg.progress)
     run.ledger.check("dataset-inference scoring")
     phases.lap("score (workers)")
     columns = [m.column for m in methods]

@@ -8,7 +8,6 @@ never token stats. The method lives in scoring/docmia/.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from dataclasses import asdict, dataclass
 from typing import Optional
@@ -16,6 +15,7 @@ from typing import Optional
 import numpy as np
 import typer
 
+from jobs.joblog import log
 from jobs.ledger import quarantine_table
 from jobs.report_cli import run_and_print_report, write_html
 
@@ -74,9 +74,9 @@ def doc_mia_spec(cfg: DocMiaConfig):
 
 def doc_mia_fingerprint(cfg: DocMiaConfig, contexts: list[int], with_gp: bool) -> str:
     """Everything that changes a part's files (which documents each part holds is in its input digest)."""
-    from jobs.shards import _digest, model_identity, tool_version
+    from jobs.shards import json_digest, model_identity, tool_version
 
-    return _digest({"model": model_identity(cfg.model), "contexts": contexts, "with_gp": with_gp,
+    return json_digest({"model": model_identity(cfg.model), "contexts": contexts, "with_gp": with_gp,
                     "batch_size": cfg.batch_size, "min_words": cfg.min_words,
                     "device": "cuda" if cfg.gpus_per_actor > 0 else "cpu", "tool": tool_version()})
 
@@ -85,7 +85,7 @@ def score_document_parts(cfg: DocMiaConfig, dest, contexts: list[int], with_gp: 
     """Score every document part on the pool (skipping parts committed by an earlier run with the same
     fingerprint and input); returns ({part index: summary}, stats)."""
     from jobs.doc_parts import DOC_PART_DIRS, PrepareDocuments, ScoreDocuments, part_digest, plan_doc_parts
-    from jobs.evaluate import _ensure_ray
+    from jobs.ray_runtime import start_driver
     from jobs.part_store import PartStore
     from jobs.pool_watch import replanning
     from jobs.scoring_pool import PoolStages, run_pipeline
@@ -100,7 +100,7 @@ def score_document_parts(cfg: DocMiaConfig, dest, contexts: list[int], with_gp: 
     stats = {"parts": len(parts), "reused": len(done), "scored": len(pending)}
     summaries = dict(done)
     if pending:
-        _ensure_ray()
+        start_driver()
         run_id = new_run_id()
         stages = PoolStages(PrepareDocuments, {"spec": doc_mia_spec(cfg)}, ScoreDocuments, {"dest": dest.uri},
                             {"contexts": tuple(contexts), "with_gp": with_gp})
@@ -108,7 +108,7 @@ def score_document_parts(cfg: DocMiaConfig, dest, contexts: list[int], with_gp: 
             return run_pipeline(doc_mia_spec(cfg), [{"part": p.to_json()} for p in items], stages, cfg.progress)
 
         for summary in replanning(pool, pending, lambda p: p.index in summaries, stats,
-                                  lambda m: print(f"[doc-mia] {m}", file=sys.stderr, flush=True)):
+                                  log):
             store.commit(summary, digests[summary["index"]], run_id)
             summaries[summary["index"]] = summary
     return summaries, stats
@@ -117,10 +117,10 @@ def score_document_parts(cfg: DocMiaConfig, dest, contexts: list[int], with_gp: 
 def ray_mapper(progress: bool):
     """jobs/doc_mia_grid.py's per-part calls as Ray tasks (jobs/task_map.py)."""
     def run(fn, calls, shared):
-        from jobs.evaluate import _ensure_ray
+        from jobs.ray_runtime import start_driver
         from jobs.task_map import ray_task_map
 
-        _ensure_ray()
+        start_driver()
         desc = f"grid: {shared.get('kind', 'reference sums')} (parts)"
         yield from ray_task_map(fn, calls, shared, desc=desc, progress=progress)
     return run

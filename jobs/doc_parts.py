@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from jobs.ledger import quarantine_record, quarantine_table, reason_counts
-from jobs.scoring_pool import ScoringSpec, _ipc, _unipc
+from jobs.scoring_pool import ScoringSpec, to_ipc, from_ipc
 
 DOC_PART_DIRS = ("doc_stats.parquet", "documents.parquet", "quarantine.parquet")
 TEXT_FILES_PER_PART = 16  # books are long: a few per part keeps every actor busy and a resume cheap
@@ -76,9 +76,9 @@ def plan_doc_parts(members: str, nonmembers: str, min_words: int,
 
 def part_digest(part: DocPart) -> str:
     """What identifies a part's input: its files' names and content digests (jobs/shards.py file_digest)."""
-    from jobs.shards import _digest, file_digest
+    from jobs.shards import json_digest, file_digest
 
-    return _digest([part.to_json(), *[file_digest(Path(f)) for f in part.files]])
+    return json_digest([part.to_json(), *[file_digest(Path(f)) for f in part.files]])
 
 
 class PrepareDocuments:
@@ -107,8 +107,8 @@ class PrepareDocuments:
         docs = pa.Table.from_pylist([{k: r[k] for k in ("id", "label", "path", "n_words")} for r in rows],
                                     schema=READ_SCHEMA)
         tokens = pa.table({"id": [r["id"] for r in rows], "token_ids": enc}, schema=TOKENS_SCHEMA)
-        return {"index": part.index, "rows": _ipc(docs), "quarantine": _ipc(quarantine_table(bad)),
-                "tokens_0": _ipc(tokens)}
+        return {"index": part.index, "rows": to_ipc(docs), "quarantine": to_ipc(quarantine_table(bad)),
+                "tokens_0": to_ipc(tokens)}
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         return pa.Table.from_pylist([self.prepare(p) for p in batch.column("part").to_pylist()])
@@ -138,8 +138,8 @@ class ScoreDocuments:
 
         t0 = time.perf_counter()
         index = row["index"]
-        docs, tokens = _unipc(row["rows"]), _unipc(row["tokens_0"])
-        quarantined = _unipc(row["quarantine"]).to_pylist()
+        docs, tokens = from_ipc(row["rows"]), from_ipc(row["tokens_0"])
+        quarantined = from_ipc(row["quarantine"]).to_pylist()
         ids = tokens.column("id").to_pylist()
         stats = document_stats(self.scorers, ids, tokens.column("token_ids").to_pylist()) if ids else []
         by_doc: dict[str, list[dict]] = {}

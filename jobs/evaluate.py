@@ -13,6 +13,7 @@ from typing import Optional
 import numpy as np
 import typer
 
+from jobs.joblog import log
 from jobs.served_model import ServedFields, with_served_options
 from jobs.report_cli import command_line, run_and_print_report
 
@@ -60,14 +61,6 @@ def resolve_methods(spec: str, ref_model: str | None, served=None, neighbour_mod
     return drop_full_distribution(methods, spec, served)
 
 
-def _ensure_ray():
-    from jobs.driver_memory import return_freed_memory
-    from jobs.ray_runtime import ensure_ray
-
-    return_freed_memory()  # this process is a job's driver: keep its RSS what it holds (jobs/driver_memory.py)
-    return ensure_ray()  # RAY_ADDRESS's cluster, or a local one (a dead recorded cluster is skipped)
-
-
 def token_freq_from_corpus(model: str, ref_corpus: str) -> np.ndarray:
     """DC-PDD's reference frequencies from a corpus (--ref-corpus), streamed: only the counts are kept. Without
     one, the frequencies come from the benchmark's own token ids, counted by the survey on the workers
@@ -84,11 +77,11 @@ def input_identity(benchmark: str, requester_pays: bool) -> list:
     """What identifies the benchmark's content without holding it: each file's name, size and digest (streamed md5
     locally, the ETag on S3; `curation.sources.storage.describe`)."""
     from curation.sources import storage
-    from jobs.benchmark_parts import _files
+    from jobs.benchmark_parts import benchmark_files
 
     opts = {"requester_pays": True} if requester_pays else {}
     out = []
-    for f in _files(str(benchmark), requester_pays):
+    for f in benchmark_files(str(benchmark), requester_pays):
         d = storage.describe(f, **opts)
         out.append([f if f.startswith("s3://") else os.path.basename(f), d["bytes"], d.get("etag") or d.get("md5")])
     return out
@@ -113,6 +106,7 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     from jobs.blind_baseline import BlindBaselineJob
     from jobs.part_scoring import score_benchmark
     from jobs.part_store import read_parts
+    from jobs.ray_runtime import start_driver
     from jobs.redact import redact
     from jobs.served_model import run_record
     from scoring.evaluation import compute_metrics, save_token_freq, write_outputs
@@ -126,7 +120,7 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     methods = resolve_methods(cfg.methods, cfg.ref_model, served, cfg.neighbour_model)
     needs = sorted({v for m in methods for v in m.needs})
     views = (ORIGINAL, *[v for v in needs if v not in ("ref", "token_freq")])
-    job_fp = sharding._digest({"settings": {k: v for k, v in asdict(cfg).items()
+    job_fp = sharding.json_digest({"settings": {k: v for k, v in asdict(cfg).items()
                                             if k not in sharding.JOB_FIELDS_IGNORED},
                                "model": served.identity() if served else sharding.model_identity(cfg.model),
                                "ref_model": sharding.model_identity(cfg.ref_model),
@@ -135,14 +129,14 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
                                "tool": sharding.tool_version(), "plane": 2})
     done = sharding.completed_result(dest, job_fp, out) if cfg.resume else None
     if done is not None:  # the same job already finished here: nothing to do
-        sharding.echo(f"{dest.uri} already holds this job's complete output (_SUCCESS); nothing to do")
+        log(f"{dest.uri} already holds this job's complete output (_SUCCESS); nothing to do")
         return done
     dest.clear_complete()  # from here on, this location is not complete until the new marker is written
     phases.lap("plan")
     ref_freq = None
     if "token_freq" in needs and cfg.ref_corpus:
         ref_freq = token_freq_from_corpus(cfg.tokenizer_path, cfg.ref_corpus)
-    _ensure_ray()
+    start_driver()
     phases.lap("Ray start-up (or connect)")
     blind: dict = {}
 
@@ -153,7 +147,7 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
 
     def fingerprint(prefix_text, prefix_ids, token_freq):
         freq = None if token_freq is None else sharding.sha256_bytes(np.ascontiguousarray(token_freq).tobytes())
-        return sharding._digest({"scoring": sharding.scoring_fingerprint(cfg, views, prefix_text),
+        return sharding.json_digest({"scoring": sharding.scoring_fingerprint(cfg, views, prefix_text),
                                  "served": served.identity() if served else None,
                                  "methods": [m.column for m in methods], "prefix_ids": list(prefix_ids),
                                  "token_freq": freq, "plane": 2})
@@ -219,14 +213,13 @@ def compare_with_original(cfg: EvaluateConfig, metrics: list[dict], dest) -> tup
     model and settings, into OUT/original/ (resumable like any evaluation)."""
     from dataclasses import replace
 
-    from jobs import shards as sharding
     from jobs.storage_io import Location
     from scoring.comparison import attach_original, original_metrics
 
     source = Location(cfg.compare_to)
     if not source.exists("metrics.json"):
         sub = dest.child("original")
-        sharding.echo(f"--compare-to {cfg.compare_to}: no metrics.json there, so it is read as a benchmark and "
+        log(f"--compare-to {cfg.compare_to}: no metrics.json there, so it is read as a benchmark and "
                       f"evaluated into {sub} with the same model and settings")
         run_evaluate(replace(cfg, benchmark=cfg.compare_to, out=sub, compare_to=None))
         source = Location(sub)

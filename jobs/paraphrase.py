@@ -116,11 +116,11 @@ class ParaphraseParts:
     def paraphrase(self, part_json: str, drop_json: str) -> dict:
         from curation.paraphrase import target_count
         from jobs.ledger import quarantine_record, quarantine_table, reason_counts
-        from jobs.scoring_pool import _unipc
+        from jobs.scoring_pool import from_ipc
 
         prepared = self.reader.prepare(part_json, drop_json)
-        rows = _unipc(prepared["rows"]).to_pylist()
-        quarantined = _unipc(prepared["quarantine"]).to_pylist()
+        rows = from_ipc(prepared["rows"]).to_pylist()
+        quarantined = from_ipc(prepared["quarantine"]).to_pylist()
         rows_in = len(rows) + len(quarantined)
         written, buckets, examples = [], {}, []
         for pos, r in enumerate(rows):
@@ -178,7 +178,8 @@ def _run_parts(cfg: ParaphraseConfig, work, dest_uri: str) -> Iterator[dict]:
 
 def run_paraphrase(cfg: ParaphraseConfig) -> dict:
     from jobs.benchmark_parts import plan_parts
-    from jobs.evaluate import _ensure_ray, input_identity
+    from jobs.evaluate import input_identity
+    from jobs.ray_runtime import start_driver
     from jobs.ledger import AccountingError, Ledger
     from jobs.part_survey import run_survey
     from jobs.shards import model_identity, open_output, publish, tool_version
@@ -195,7 +196,7 @@ def run_paraphrase(cfg: ParaphraseConfig) -> dict:
         dest.delete(rel)
     for rel in ("data", "quarantine.parquet"):  # an earlier run's parts (maybe more of them) must not linger
         dest.delete_tree(rel)
-    _ensure_ray()
+    start_driver()
     survey = run_survey(parts, count_tokens_of=None, prefix_shots=0, seed=cfg.seed, progress=cfg.progress)
     work = [(p, survey.drops.get(p.index, [])) for p in survey.parts]
     ledger, buckets, examples, files = Ledger(), {}, [], []

@@ -9,20 +9,16 @@ the cluster, not a row: the job fails instead of quarantining everything.
 """
 from __future__ import annotations
 
-import sys
 import time
 
 import pyarrow as pa
 
+from jobs.joblog import log
 from jobs.scoring_pool import WORKER_FAILED, ScoringSpec
 
 MAX_SINGLE_FAILURES_IN_A_ROW = 3
 ROW_ATTEMPTS = 2
 ISOLATION_BATCH = 16
-
-
-def echo(message: str) -> None:
-    print(f"[evaluate] {message}", file=sys.stderr, flush=True)
 
 
 class RowScorer:
@@ -105,18 +101,18 @@ class Isolator:
             except GetTimeoutError:
                 raise _stalled(self.timeout) from None
             except Exception as exc:  # noqa: BLE001
-                from jobs.part_scoring import served_model_gone
+                from scoring.api.client import api_fatal_reason
                 from scoring.api.client import ApiFatal
 
-                if served_model_gone(exc):  # the served model, not this row
-                    raise ApiFatal(served_model_gone(exc)) from None
+                if api_fatal_reason(exc):  # the served model, not this row
+                    raise ApiFatal(api_fatal_reason(exc)) from None
                 error = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
         self.single_failures_in_a_row += 1
         if self.single_failures_in_a_row > MAX_SINGLE_FAILURES_IN_A_ROW:
             raise RuntimeError(f"{self.single_failures_in_a_row} different rows failed one by one with nothing "
                                f"scored in between; last: {error}")
         rid = one.column("id")[0].as_py()
-        echo(f"quarantining row {rid!r}: it failed {ROW_ATTEMPTS} times on its own ({error[:200]})")
+        log(f"quarantining row {rid!r}: it failed {ROW_ATTEMPTS} times on its own ({error[:200]})")
         return crash_rows([rid], self.model, error)
 
 
@@ -152,7 +148,7 @@ def _startable(actors: list, timeout_s: float, needs: dict, grace_s: float = 30.
     for ref in pending:
         ray.kill(pings[ref])
     if pending:
-        echo(f"going on with {len(ready)} of {len(actors)} row-isolating scorer(s): the cluster has no room for "
+        log(f"going on with {len(ready)} of {len(actors)} row-isolating scorer(s): the cluster has no room for "
              "the others now")
     return [pings[ref] for ref in ready]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -13,24 +12,21 @@ from typing import Callable, Sequence
 import numpy as np
 
 from jobs.benchmark_parts import plan_parts
+from jobs.joblog import log
 from jobs.ledger import AccountingError, Ledger
 from jobs.part_store import PartStore
 from jobs.part_survey import prefix_text as read_prefix, run_survey, survey_json
 from jobs.pool_watch import StalledPool, replanning
 from jobs.scoring_pool import (PartFinisher, PrepareParts, ScoringSpec, benchmark_stages, cluster_cpus, part_items,
-                               run_pipeline, _unipc)
+                               run_pipeline, from_ipc)
 from jobs.storage_io import Location, new_run_id
-from scoring.api.client import ApiFatal
+from scoring.api.client import ApiFatal, api_fatal_reason
 
 ABORT_ENV = "TIDEMARK_FAULT_ABORT_AFTER_PARTS"  # fault injection: stop the job after committing N parts
 
 
 class InjectedAbort(RuntimeError):
     """Raised by the TIDEMARK_FAULT_ABORT_AFTER_PARTS hook: a job cut off between two parts."""
-
-
-def echo(message: str) -> None:
-    print(f"[evaluate] {message}", file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -71,7 +67,7 @@ def score_benchmark(*, benchmark: str, requester_pays: bool, rows_per_part: int,
              "rows_worker_failed": 0, "pipeline_failures": 0, "replans": 0, "nodes_lost": 0,
              "isolated_batch_failures": 0, "detect_write_s": 0.0}
     if done:
-        echo(f"resuming: {len(done)} of {len(survey.parts)} part(s) already scored, {len(pending)} to go")
+        log(f"resuming: {len(done)} of {len(survey.parts)} part(s) already scored, {len(pending)} to go")
     summaries = dict(done)
     abort_after = int(os.environ.get(ABORT_ENV) or 0)
     resources = {"token_freq": token_freq} if token_freq is not None and any(
@@ -95,7 +91,7 @@ def score_benchmark(*, benchmark: str, requester_pays: bool, rows_per_part: int,
             return run_pipeline(spec, part_items(items), benchmark_stages(spec, finish, prefix_ids), progress)
 
         try:
-            for summary in replanning(pool, work, lambda w: w[0].index in summaries, stats, echo):
+            for summary in replanning(pool, work, lambda w: w[0].index in summaries, stats, log):
                 commit(summary)
         except (InjectedAbort, AccountingError):
             raise
@@ -103,13 +99,13 @@ def score_benchmark(*, benchmark: str, requester_pays: bool, rows_per_part: int,
             raise StalledPool(f"{exc} ({stats['scored']} part(s) saved, {len(survey.parts) - len(summaries)} left; "
                               "rerun the same command to resume)") from None
         except Exception as exc:  # noqa: BLE001 - isolate what failed; committed parts are kept
-            fatal = served_model_gone(exc)
+            fatal = api_fatal_reason(exc)
             if fatal:  # no row is to blame: stop, keep the committed parts, let a rerun resume
                 raise ApiFatal(f"{fatal} ({stats['scored']} part(s) saved; rerun the same command to resume)") \
                     from None
             stats["pipeline_failures"] += 1
             left = [(p, d) for p, d in work if p.index not in summaries]
-            echo(f"the scoring pipeline failed ({type(exc).__name__}: {str(exc)[:300]}); "
+            log(f"the scoring pipeline failed ({type(exc).__name__}: {str(exc)[:300]}); "
                  f"{len(work) - len(left)} part(s) were saved, isolating the {len(left)} left")
             _isolate(spec, left, finish, prefix_ids, commit, stats)
     ledger = Ledger()
@@ -136,13 +132,6 @@ def add_api_stats(stats: dict, summary: dict) -> None:
         total[k] = (GAUGES[k](total[k], v) if k in total else v) if k in GAUGES else round(total.get(k, 0) + v, 6)
 
 
-def served_model_gone(exc: BaseException) -> str | None:
-    """The one-line reason when a failed pipeline failed because the served model stopped answering."""
-    from scoring.api.client import fatal_in_text, is_api_fatal
-
-    return is_api_fatal(exc) or fatal_in_text(str(exc))
-
-
 def _isolate(spec: ScoringSpec, left, finish: dict, prefix_ids, commit, stats: dict) -> None:
     """Parts a failed pipeline did not commit, one at a time, rows isolated (jobs/part_isolation.py)."""
     from jobs.part_isolation import Isolator
@@ -154,10 +143,10 @@ def _isolate(spec: ScoringSpec, left, finish: dict, prefix_ids, commit, stats: d
         for part, drops in left:
             t0 = time.perf_counter()
             prepared = prepare.prepare(part.to_json(), json.dumps(drops))
-            rows = _unipc(prepared["rows"])
+            rows = from_ipc(prepared["rows"])
             scored = isolator.score_rows(rows)
             stats["isolated_batch_failures"] = isolator.batch_failures
-            summary = finisher.finish(part.index, rows, _unipc(prepared["quarantine"]), scored, "isolated")
+            summary = finisher.finish(part.index, rows, from_ipc(prepared["quarantine"]), scored, "isolated")
             summary["isolate_s"] = round(time.perf_counter() - t0, 3)
             commit(summary)
     finally:

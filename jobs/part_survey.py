@@ -36,14 +36,14 @@ class SurveyParts:
             self.tokenizer = load_tokenizer(count_tokens_of)
 
     def survey(self, part_json: str) -> dict:
-        from jobs.scoring_pool import _ipc
+        from jobs.scoring_pool import to_ipc
 
         part = PartSpec.from_json(part_json)
         got = read_part(part)
         ids = pa.Table.from_pylist([{"id": r["id"], "auto_id": r["auto_id"], "line": r["line"], "label": r["label"]}
                                     for r in got.rows], schema=IDS_SCHEMA)
         out = {"index": part.index, "n_lines": got.n_lines, "n_bad": len(got.quarantined), "digest": got.digest,
-               "ids": _ipc(ids), "vocab": 0, "tok": b"", "cnt": b""}
+               "ids": to_ipc(ids), "vocab": 0, "tok": b"", "cnt": b""}
         if self.tokenizer is not None:
             enc = self.tokenizer([r["input"] for r in got.rows], add_special_tokens=True)["input_ids"] if got.rows else []
             flat = np.concatenate([np.asarray(t, dtype=np.int64) for t in enc]) if enc else np.zeros(0, np.int64)
@@ -72,7 +72,7 @@ def run_survey(parts: Sequence[PartSpec], *, count_tokens_of: str | None, prefix
     """Run the survey pass on Ray and plan from it (see the module docstring)."""
     import ray
 
-    from jobs.scoring_pool import _unipc, cluster_cpus
+    from jobs.scoring_pool import from_ipc, cluster_cpus
 
     ray.data.DataContext.get_current().enable_progress_bars = progress
     ds = ray.data.from_items([{"part": p.to_json()} for p in parts], override_num_blocks=max(1, len(parts)))
@@ -90,7 +90,7 @@ def run_survey(parts: Sequence[PartSpec], *, count_tokens_of: str | None, prefix
                 np.add.at(counts, np.frombuffer(r["tok"], dtype=np.int64), np.frombuffer(r["cnt"], dtype=np.int64))
             r["tok"] = r["cnt"] = b""
     return plan_from_survey(parts, results, prefix_shots=prefix_shots, seed=seed, token_counts=counts,
-                            unipc=_unipc)
+                            unipc=from_ipc)
 
 
 def plan_from_survey(parts: Sequence[PartSpec], results: dict, *, prefix_shots: int, seed: int,

@@ -60,6 +60,15 @@ def choose_address(environ=None) -> tuple[str | None, str | None]:
     return None, None
 
 
+def start_driver():
+    """What a job's driver calls before its first Ray call: hand freed memory back to the OS (the driver's RSS is
+    what it holds, jobs/driver_memory.py), then `ensure_ray()`: RAY_ADDRESS's cluster, or a local one."""
+    from jobs.driver_memory import return_freed_memory
+
+    return_freed_memory()
+    return ensure_ray()
+
+
 def ensure_ray(**init_kwargs):
     """`ray.init` once per driver process, on the address `choose_address` picks."""
     import ray

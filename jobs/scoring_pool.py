@@ -86,14 +86,14 @@ class ScoringSpec:
                 "rename_original": branch.rename_original, "tokenizer": branch.tokenizer}
 
 
-def _ipc(table: pa.Table) -> bytes:
+def to_ipc(table: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
     return sink.getvalue().to_pybytes()
 
 
-def _unipc(data: bytes) -> pa.Table:
+def from_ipc(data: bytes) -> pa.Table:
     return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
 
 
@@ -130,11 +130,11 @@ class PrepareParts:
         table = pa.Table.from_pylist([{"id": r["id"], "label": r["label"], "bucket": r["bucket"],
                                        "in_eval": r["id"] not in self.exclude, "input": r["input"]} for r in unique],
                                      schema=ROWS_SCHEMA)
-        out = {"index": part.index, "n_lines": got.n_lines, "rows": _ipc(table),
-               "quarantine": _ipc(quarantine_table(quarantined))}
+        out = {"index": part.index, "n_lines": got.n_lines, "rows": to_ipc(table),
+               "quarantine": to_ipc(quarantine_table(quarantined))}
         texts = table.select(["id", "input"])
         for k, tok in enumerate(self.tokenizers):
-            out[f"tokens_{k}"] = _ipc(tok(texts) if texts.num_rows else _empty_tokens())
+            out[f"tokens_{k}"] = to_ipc(tok(texts) if texts.num_rows else _empty_tokens())
         return out
 
     def __call__(self, batch: pa.Table) -> pa.Table:
@@ -254,15 +254,15 @@ class ScoreParts:
         self.finisher = PartFinisher(spec, **finish) if finish else None
 
     def score(self, row: dict) -> dict:
-        tokens = _unipc(row.pop(f"tokens_{self.branch}"))
+        tokens = from_ipc(row.pop(f"tokens_{self.branch}"))
         before = self.task.api_stats()
-        row[f"scored_{self.branch}"] = _ipc(self.task(tokens) if tokens.num_rows else _empty_scored())
+        row[f"scored_{self.branch}"] = to_ipc(self.task(tokens) if tokens.num_rows else _empty_scored())
         if before is not None:  # a served model: what this part cost in requests
             row[f"api_{self.branch}"] = json.dumps(_delta(self.task.api_stats(), before))
         if self.finisher is None:
             return row
-        scored = pa.concat_tables([_unipc(row[k]) for k in sorted(row) if k.startswith("scored_")])
-        summary = self.finisher.finish(row["index"], _unipc(row["rows"]), _unipc(row["quarantine"]), scored,
+        scored = pa.concat_tables([from_ipc(row[k]) for k in sorted(row) if k.startswith("scored_")])
+        summary = self.finisher.finish(row["index"], from_ipc(row["rows"]), from_ipc(row["quarantine"]), scored,
                                        "streamed")
         api = [json.loads(row[k]) for k in sorted(row) if k.startswith("api_")]
         if api:

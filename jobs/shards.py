@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Sequence
@@ -20,11 +19,7 @@ from typing import Any, Sequence
 from jobs.storage_io import Location, sha256_bytes  # noqa: F401 - sha256_bytes is part of this module's API
 
 
-def echo(message: str) -> None:
-    print(f"[evaluate] {message}", file=sys.stderr, flush=True)
-
-
-def _digest(obj: Any) -> str:
+def json_digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -81,7 +76,7 @@ def scoring_fingerprint(cfg, views: Sequence[str], prefix_text: str | None) -> s
     }
     if getattr(cfg, "neighbour_model", None):  # only when set, so that earlier outputs keep their fingerprints
         facts["neighbour_model"] = model_identity(cfg.neighbour_model)
-    return _digest(facts)
+    return json_digest(facts)
 
 
 JOB_FIELDS_IGNORED = ("out", "actors", "progress", "resume", "shard_size", "extra", "requester_pays",

@@ -55,7 +55,7 @@ def shift_audit(
         cutoff_year_from_manifest,
         markdown_table,
         write_report,
-        _jsonable,
+        jsonable,
     )
     from jobs.report_cli import write_html
 
@@ -98,7 +98,7 @@ def shift_audit(
             with (d / f"{name}.jsonl").open("w", encoding="utf-8") as f:
                 for r in part:
                     f.write(json.dumps(r, ensure_ascii=False, default=str) + "\n")
-        (d / "debias_report.json").write_text(json.dumps(_jsonable(report), indent=2, ensure_ascii=False) + "\n")
+        (d / "debias_report.json").write_text(json.dumps(jsonable(report), indent=2, ensure_ascii=False) + "\n")
         typer.echo(report["message"])
     if fail_above is not None and result["overall"]["auc"] > fail_above:
         typer.echo(f"blind AUC {result['overall']['auc']:.3f} > --fail-above {fail_above}", err=True)

@@ -149,15 +149,15 @@ def _score_chunks(cfg: UnlearningConfig, dest, chunks: list[dict], methods: list
     unlearned model's as `ref`, both detectors run on the workers. Returns ({chunk id: (original, unlearned)},
     {chunk id: error}); the driver reads only the two score columns back. (The chunks themselves are held here:
     an unlearning audit's forget set is documents, not a corpus.)"""
-    from jobs.evaluate import _ensure_ray
+    from jobs.ray_runtime import start_driver
     from jobs.part_scoring import score_benchmark
     from jobs.part_store import read_parts
     from jobs.scoring_pool import ModelBranch, ScoringSpec
-    from jobs.shards import _digest, model_identity, tool_version
+    from jobs.shards import json_digest, model_identity, tool_version
     from jobs.storage_io import Location
     from scoring.tasks import hooks_from_env
 
-    _ensure_ray()
+    start_driver()
     dest.write_bytes("_staging/chunks.jsonl", "".join(
         json.dumps({"id": c["cid"], "input": c["text"], "label": 0}, ensure_ascii=False) + "\n"
         for c in chunks).encode())
@@ -165,7 +165,7 @@ def _score_chunks(cfg: UnlearningConfig, dest, chunks: list[dict], methods: list
                         ModelBranch(cfg.unlearned, ("original",), rename_original="ref")),
                        context=cfg.context, stride=cfg.stride, max_batch_size=cfg.batch_size, actors=cfg.actors,
                        gpus_per_actor=cfg.gpus_per_actor, hooks=hooks_from_env())
-    fp = _digest({"original": model_identity(cfg.original), "unlearned": model_identity(cfg.unlearned),
+    fp = json_digest({"original": model_identity(cfg.original), "unlearned": model_identity(cfg.unlearned),
                   "settings": {k: getattr(cfg, k) for k in ("k", "chunk_words", "min_chunk_words", "context",
                                                              "stride", "batch_size", "actors", "gpus_per_actor")},
                   "tool": tool_version()})

@@ -260,7 +260,7 @@ def _ci(ci: Sequence[float]) -> str:
     return f"[{_pct(ci[0])}, {_pct(ci[1])}]"
 
 
-def _excerpt(text: str, n: int = 240) -> str:
+def excerpt(text: str, n: int = 240) -> str:
     text = " ".join(text.split())
     return (text[:n] + " …") if len(text) > n else text
 
@@ -303,20 +303,20 @@ def report_markdown(report: Mapping, max_docs: int = 50) -> str:
         for d in ranked[:max_docs]:
             top = d["top_snippets"][0]
             md.append(f"| `{d['id']}` | {top['score']:.4g} | {'yes' if top['flagged'] else 'no'} | "
-                      f"{_overlap_cell(d)} | {_excerpt(top['text'], 160)} |")
+                      f"{overlap_cell(d)} | {excerpt(top['text'], 160)} |")
     else:
         md += ["## Documents", "", "| document | snippets | flagged | rate [95% CI] | 13-gram overlap |",
                "|---|---|---|---|---|"]
         ranked = sorted(docs, key=lambda d: -d["rate"])
         for d in ranked[:max_docs]:
             md.append(f"| `{d['id']}` | {d['n_snippets']} | {d['n_flagged']} | {_pct(d['rate'])} {_ci(d['rate_ci'])} | "
-                      f"{_overlap_cell(d)} |")
+                      f"{overlap_cell(d)} |")
         md += ["", "## Evidence: top-scoring snippets", ""]
         for d in ranked[:max_docs]:
             md.append(f"- `{d['id']}` ({_pct(d['rate'])}):")
             for s in d["top_snippets"]:
                 md.append(f"  - score {s['score']:.4g}{' (flagged)' if s['flagged'] else ''}, word {s['start_word']}: "
-                          f"{_excerpt(s['text'])}")
+                          f"{excerpt(s['text'])}")
             for ex in (d.get("ngram_overlap") or {}).get("examples", []):
                 md.append(f"  - verbatim 13-gram in reference: “{ex}”")
     if len(docs) > max_docs:
@@ -325,7 +325,7 @@ def report_markdown(report: Mapping, max_docs: int = 50) -> str:
     return "\n".join(md)
 
 
-def _overlap_cell(d: Mapping) -> str:
+def overlap_cell(d: Mapping) -> str:
     ov = d.get("ngram_overlap")
     if not ov:
         return "–"

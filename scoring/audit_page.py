@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Mapping
 
-from scoring.audit import _excerpt, _overlap_cell
+from scoring.audit import excerpt, overlap_cell
 from scoring.report_html import (Code, Figure, Page, Section, Table, left_out, num, output_files, pct, pct_ci,
                                  pct_interval)
 
@@ -72,7 +72,7 @@ def _estimates(report: Mapping) -> Table:
 
 def _documents(report: Mapping, out_dir: Path) -> list:
     docs = sorted(report["documents"], key=lambda d: -d["rate"] if math.isfinite(d["rate"]) else math.inf)
-    rows = [[Code(str(d["id"])), d["n_snippets"], d["n_flagged"], pct_ci(d["rate"], d["rate_ci"]), _overlap_cell(d)]
+    rows = [[Code(str(d["id"])), d["n_snippets"], d["n_flagged"], pct_ci(d["rate"], d["rate_ci"]), overlap_cell(d)]
             for d in docs[:MAX_DOCUMENTS]]
     shown = f"the {len(rows)} with the highest rates of {len(docs):,} listed" if len(docs) > len(rows) else "all"
     return [Table(["document", "snippets", "flagged", "rate [95% CI]", "verbatim n-gram overlap"], rows,
@@ -88,7 +88,7 @@ def _evidence(report: Mapping) -> Table:
     for d in sorted(report["documents"], key=key)[:MAX_EVIDENCE]:
         for s in d["top_snippets"]:
             rows.append([Code(str(d["id"])), num(s["score"], 4), "yes" if s["flagged"] else "no", s["start_word"],
-                         _excerpt(s["text"])])
+                         excerpt(s["text"])])
     return Table(["document", "score", "flagged", "from word", "text"], rows,
                  f"The highest-scoring snippets of the {min(len(report['documents']), MAX_EVIDENCE)} documents "
                  "with the highest scores (a higher score means more likely seen in training).")

@@ -142,7 +142,7 @@ def _quarantined(doc_id: str, reason: str, detail: str, site: str) -> Document:
 
 def broken_dump_document(path: str, domain: str, detail: str) -> Document:
     """A site dump that could not be decompressed or parsed: one quarantine document, so the job counts it."""
-    from curation.sources.stackexchange import site_name
+    from curation.sources.se_posts import site_name
 
     site = site_name(domain)
     return _quarantined(f"stackexchange:{site}:dump", "broken_dump", f"{path}: {detail}", site)
@@ -150,7 +150,7 @@ def broken_dump_document(path: str, domain: str, detail: str) -> Document:
 
 def iter_range_documents(shard: Mapping[str, Any], answers: AnswerLookup) -> Iterator[Document]:
     """The questions of one range (and a quarantine document per broken row), in file order."""
-    from curation.sources.stackexchange import QUESTION, question_document, site_name
+    from curation.sources.se_posts import QUESTION, question_document, site_name
 
     domain = shard["site"]
     site = site_name(domain)
@@ -182,7 +182,7 @@ def stage_archive(archive: str, staging: str, domain: str, **opts: Any) -> str:
     import os
     import posixpath
 
-    from curation.sources.stackexchange import open_posts
+    from curation.sources.se_dump import open_posts
 
     if storage.is_s3(archive):
         info = storage.describe(archive, **opts)  # HEAD: size and ETag

@@ -14,7 +14,7 @@ Streaming, in two passes over the XML, with memory that does not grow with the t
 A .7z is decompressed twice, streamed through a bounded queue from py7zr's writer callback (nothing is extracted
 to disk; an s3:// .7z is first copied to a temporary file because 7z needs to seek). A plain Posts.xml larger than
 `range_bytes` is instead cut into byte ranges that parse in parallel, with the answers' pass as a partitioned
-aggregation (se_ranges.py).
+aggregation (se_ranges.py). Reading the files: se_dump.py; what a post becomes: se_posts.py.
 
 Thread activity (`meta.activity_at`, which the cutoff stage uses for members): the latest of the question's
 CreationDate, its LastEditDate and every answer's CreationDate. Why these: the body in the dump is the latest
@@ -34,23 +34,15 @@ job uses a temporary one of the run on a single-node cluster).
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import posixpath
-import queue
-import threading
-from array import array
-from datetime import datetime, timezone
-from typing import Any, BinaryIO, Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
-from curation.document import Document, utc
+from curation.document import Document
 from curation.sources import storage
-from curation.text import looks_like_formula, squeeze_whitespace
+from curation.sources.se_dump import iter_post_rows, open_posts
+from curation.sources.se_posts import latest_answer_times, question_document, QUESTION
 
-QUESTION, ANSWER = "1", "2"
-_BLOCK_TAGS = ["p", "div", "li", "pre", "blockquote", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "hr", "table"]
-_EPOCH_UNSET = 0
 
 
 # ---------------------------------------------------------------- which files are sites
@@ -146,262 +138,7 @@ def _local_parent(path: str) -> str:
     return os.path.dirname(os.path.abspath(path))
 
 
-def site_name(domain: str) -> str:
-    """The short name used in ids: coffee.stackexchange.com -> coffee, stackoverflow.com -> stackoverflow."""
-    for suffix in (".stackexchange.com", ".com", ".net"):
-        if domain.endswith(suffix):
-            return domain[: -len(suffix)]
-    return domain
-
-
-# ---------------------------------------------------------------- streaming the XML
-
-def iter_post_rows(stream: BinaryIO) -> Iterator[dict[str, str]]:
-    """The attributes of every <row>, in file order, freeing each element once read (constant memory)."""
-    from lxml import etree
-
-    # Untrusted input: no DTD loading, no entity expansion, no network; huge_tree for very long bodies.
-    events = etree.iterparse(stream, events=("end",), tag="row", huge_tree=True, resolve_entities=False,
-                             load_dtd=False, no_network=True)
-    for _, elem in events:
-        yield dict(elem.attrib)
-        elem.clear(keep_tail=True)
-        parent = elem.getparent()
-        if parent is not None:
-            while elem.getprevious() is not None:
-                del parent[0]
-
-
-class _Cancelled(Exception):
-    pass
-
-
-class _ChunkQueueReader(io.RawIOBase):
-    """The reading end of the 7z stream: chunks arrive from the extraction thread through a bounded queue."""
-
-    def __init__(self, chunks: "queue.Queue[object]"):
-        self._chunks = chunks
-        self._view = memoryview(b"")
-        self._eof = False
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        while not self._view and not self._eof:
-            item = self._chunks.get()
-            if item is None:
-                self._eof = True
-            elif isinstance(item, BaseException):
-                raise item
-            else:
-                self._view = memoryview(item)
-        n = min(len(buffer), len(self._view))
-        buffer[:n] = self._view[:n]
-        self._view = self._view[n:]
-        return n
-
-
-@contextlib.contextmanager
-def _seven_zip_stream(archive: str) -> Iterator[BinaryIO]:
-    """Posts.xml inside a .7z as a readable stream. py7zr pushes decompressed chunks (~1 MB) into a writer; a
-    thread runs the extraction and a queue of 8 chunks bounds what is held in memory."""
-    import py7zr
-    from py7zr.io import Py7zIO, WriterFactory
-
-    chunks: queue.Queue[object] = queue.Queue(maxsize=8)
-    stop = threading.Event()
-
-    class _Writer(Py7zIO):
-        def __init__(self) -> None:
-            self._size = 0
-
-        def write(self, s) -> int:
-            data = bytes(s)
-            while True:  # put with a timeout so that a closed reader can cancel a blocked extraction
-                if stop.is_set():
-                    raise _Cancelled()
-                try:
-                    chunks.put(data, timeout=0.2)
-                    break
-                except queue.Full:
-                    continue
-            self._size += len(data)
-            return len(data)
-
-        def read(self, size=None) -> bytes:
-            return b""
-
-        def seek(self, offset, whence=0) -> int:
-            return 0
-
-        def flush(self) -> None:
-            pass
-
-        def size(self) -> int:
-            return self._size
-
-    class _Factory(WriterFactory):
-        def create(self, filename: str) -> Py7zIO:
-            return _Writer()
-
-    def extract() -> None:
-        try:
-            with py7zr.SevenZipFile(archive, "r") as z:
-                members = [n for n in z.getnames() if posixpath.basename(n).lower() == "posts.xml"]
-                if not members:
-                    raise FileNotFoundError(f"{archive} holds no Posts.xml")
-                z.extract(targets=[members[0]], factory=_Factory())
-            _put_final(None)
-        except _Cancelled:
-            pass
-        except BaseException as exc:  # noqa: BLE001 - handed to the reader, which raises it
-            _put_final(exc)
-
-    def _put_final(item: object) -> None:
-        while not stop.is_set():
-            try:
-                chunks.put(item, timeout=0.2)
-                return
-            except queue.Full:
-                continue
-
-    worker = threading.Thread(target=extract, name="7z-posts", daemon=True)
-    worker.start()
-    try:
-        with io.BufferedReader(_ChunkQueueReader(chunks), buffer_size=1 << 16) as reader:
-            yield reader
-    finally:
-        stop.set()
-        worker.join()
-
-
-@contextlib.contextmanager
-def open_posts(path: str, **opts: Any) -> Iterator[BinaryIO]:
-    """A binary stream of the Posts.xml that `path` names (an .xml file or a .7z), local or s3://."""
-    if path.lower().endswith(".7z"):
-        with storage.local_path(path, **opts) as local, _seven_zip_stream(local) as stream:
-            yield stream
-    else:
-        with storage.open_binary(path, **opts) as stream:
-            yield stream
-
-
-# ---------------------------------------------------------------- pass 1: thread activity
-
-class LatestAnswerTimes:
-    """Latest answer time per question id, as whole UTC epoch seconds in a flat uint32 array (0 = no answer).
-    Flooring to the second keeps `answer < cutoff` exact for cutoffs on whole seconds (dates always are)."""
-
-    def __init__(self) -> None:
-        self._seconds = array("I")
-
-    def add(self, question_id: int, when: datetime) -> None:
-        if question_id >= len(self._seconds):
-            grow = max(question_id + 1 - len(self._seconds), len(self._seconds) // 2, 1024)
-            self._seconds.frombytes(bytes(grow * self._seconds.itemsize))
-        seconds = int(when.timestamp())
-        if seconds > self._seconds[question_id]:
-            self._seconds[question_id] = seconds
-
-    def get(self, question_id: int) -> datetime | None:
-        if question_id >= len(self._seconds) or self._seconds[question_id] == _EPOCH_UNSET:
-            return None
-        return datetime.fromtimestamp(self._seconds[question_id], tz=timezone.utc)
-
-
-def latest_answer_times(rows: Iterator[dict[str, str]]) -> LatestAnswerTimes:
-    latest = LatestAnswerTimes()
-    for row in rows:
-        if row.get("PostTypeId") == ANSWER and row.get("ParentId") and row.get("CreationDate"):
-            latest.add(int(row["ParentId"]), utc(row["CreationDate"]))
-    return latest
-
-
-# ---------------------------------------------------------------- pass 2: questions -> documents
-
-def parse_tags(raw: str | None) -> list[str]:
-    """Both dump formats: "<espresso><milk>" and "|espresso|milk|"."""
-    if not raw:
-        return []
-    raw = raw.strip()
-    if raw.startswith("<"):
-        return [t for t in raw[1:-1].split("><") if t] if raw.endswith(">") else []
-    if raw.startswith("|"):
-        return [t for t in raw.split("|") if t]
-    return raw.split()
-
-
-_BLOCKS = frozenset(_BLOCK_TAGS)
-_HIDDEN = ("script", "style", "template")  # their text is not page text (BeautifulSoup's get_text skips it too)
-
-
-def body_text(html: str) -> tuple[str, bool, bool]:
-    """Plain text of a post body, whether it holds code, and whether it holds a formula.
-
-    lxml.html, i.e. libxml2's HTML parser, the same parser the first version reached through BeautifulSoup's "lxml"
-    tree builder, walked once. Measured on the 592 bodies of the real coffee dump (best of 3, one core): bs4
-    1,841 bodies/s, lxml.html 15,627, selectolax (Lexbor) 10,080; lxml.html and selectolax gave output identical
-    to bs4 on every body, and lxml is a dependency already."""
-    import lxml.html
-    from lxml import etree
-
-    try:
-        root = lxml.html.document_fromstring(html) if html and html.strip() else None
-    except (etree.ParserError, ValueError):  # "Document is empty" (only comments, say); ValueError: NUL bytes
-        root = None
-    if root is None:
-        return "", False, False
-    has_code = has_math_markup = False
-    for el in root.iter(_HIDDEN):
-        el.drop_tree()  # keeps the tail text
-    for el in root.iter(etree.Element):
-        tag = el.tag
-        if tag in ("pre", "code"):
-            has_code = True
-        cls = el.get("class")
-        if cls and "math-container" in cls.split():  # MathJax sites, 2018 on
-            has_math_markup = True
-        if tag == "br" or tag in _BLOCKS:  # "<p>a</p><p>b</p>" must not read "ab"
-            el.tail = "\n" + (el.tail or "")
-    text = squeeze_whitespace(root.text_content())
-    return text, has_code, has_math_markup or looks_like_formula(text)
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value else None
-
-
-def question_document(row: Mapping[str, str], domain: str, last_answer: datetime | None) -> Document:
-    post_id = int(row["Id"])
-    created = utc(row["CreationDate"])
-    last_edit = utc(row["LastEditDate"]) if row.get("LastEditDate") else None
-    activity = max(d for d in (created, last_edit, last_answer) if d is not None)
-    text, has_code, has_formula = body_text(row.get("Body", ""))
-    site = site_name(domain)
-    return Document(
-        id=f"stackexchange:{site}:{post_id}",
-        source="stackexchange",
-        title=row.get("Title", ""),
-        text=text,
-        created_at=created,
-        url=f"https://{domain}/questions/{post_id}",
-        meta={
-            "site": site,
-            "post_id": post_id,
-            "tags": parse_tags(row.get("Tags")),
-            "score": int(row.get("Score") or 0),
-            "answer_count": int(row.get("AnswerCount") or 0),
-            "closed": bool(row.get("ClosedDate")),
-            "last_edit_at": _iso(last_edit),
-            "last_answer_at": _iso(last_answer),
-            "last_activity_date": _iso(utc(row["LastActivityDate"])) if row.get("LastActivityDate") else None,
-            "activity_at": activity.isoformat(),
-            "has_code": has_code,
-            "has_formula": has_formula,
-        },
-    )
-
+# ---------------------------------------------------------------- one site, as the Source reads it
 
 def iter_site(path: str, domain: str | None = None, **opts: Any) -> Iterator[Document]:
     """Every question of one site file, in file order."""

@@ -258,6 +258,7 @@ class CompletionsClient:
         size = n_tokens if n_tokens is not None else len(prompt) if isinstance(prompt, list) else 0
         tries = self.cfg.max_retries + 1
         last, refused = "", None  # what the last try saw; (status, message) where the server answered an error
+        retry_after = None
         for attempt in range(tries):
             if attempt:
                 wait = min(self.cfg.max_backoff_s, self.cfg.backoff_s * 2 ** (attempt - 1)) * (0.5 + random.random())
@@ -333,6 +334,11 @@ def is_api_fatal(exc: BaseException) -> str | None:
             return str(exc)
         exc = exc.__cause__ or exc.__context__
     return None
+
+
+def api_fatal_reason(exc: BaseException) -> str | None:
+    """The one-line reason when a failure (a Ray pipeline's, a task's) came from a served model that cannot be used."""
+    return is_api_fatal(exc) or fatal_in_text(str(exc))
 
 
 def fatal_in_text(text: str) -> str | None:

@@ -15,6 +15,7 @@ import typer
 from typer.testing import CliRunner
 
 from curation.config import load_config
+from curation.sources import se_posts
 from curation.sources import stackexchange as se
 from jobs import build_benchmark
 
@@ -96,7 +97,7 @@ def test_rows_are_balanced_truncated_questions_without_html_or_answers(release: 
     m = manifest_of(release)
     assert m["counts"]["by_label_bucket"]["member"] == m["counts"]["by_label_bucket"]["nonmember"]
     texts = {d["id"]: d["text"] for d in se.iter_documents({"path": str(coffee_dir)})}
-    answers = [se.body_text(r.get("Body", ""))[0] for r in ET.parse(coffee_dir / "Posts.xml").getroot()
+    answers = [se_posts.body_text(r.get("Body", ""))[0] for r in ET.parse(coffee_dir / "Posts.xml").getroot()
                if r.get("PostTypeId") == "2"]
     probes = [a[:60] for a in answers if len(a) >= 60]
     table = pq.read_table(release / "data")

@@ -14,7 +14,7 @@ from jobs.benchmark_io import read_benchmark
 from jobs.benchmark_parts import plan_parts, read_part
 from jobs.part_store import PartStore
 from jobs.part_survey import SurveyParts, plan_from_survey
-from jobs.scoring_pool import _unipc
+from jobs.scoring_pool import from_ipc
 from jobs.storage_io import Location
 
 
@@ -37,7 +37,7 @@ def write_benchmark(path, n=23):
 def survey(parts, shots=0, seed=0):
     s = SurveyParts()
     results = {p.index: s.survey(p.to_json()) for p in parts}
-    return plan_from_survey(parts, results, prefix_shots=shots, seed=seed, unipc=_unipc)
+    return plan_from_survey(parts, results, prefix_shots=shots, seed=seed, unipc=from_ipc)
 
 
 def read_all(bench, rows_per_part, shots=0):

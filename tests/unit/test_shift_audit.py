@@ -120,7 +120,7 @@ def test_debias_brings_year_shift_under_target(dated, dated_audit):
     assert lever["applied"] and lever["n_rows_changed_by_label"]["non-member"] == N // 2
     assert rep["n_modified"] == len(rep["modified_ids"]) >= N // 2
     assert rep["n_kept"] == len(kept) and rep["n_dropped"] == len(dropped)
-    json.dumps(sa._jsonable(rep))  # the manifest must be able to hold it
+    json.dumps(sa.jsonable(rep))  # the manifest must be able to hold it
 
 
 def test_debias_confident_rounds_and_unreachable_target(dated):
@@ -257,7 +257,7 @@ def test_report_files(tmp_path, dated_audit):
     assert (tmp_path / "shift_audit.png").stat().st_size > 1000
     assert sa.blind_aucs(data)["all"] == data["overall"]["auc"]
     nan = {"overall": {"auc": math.nan, "auc_ci": [math.nan, math.nan]}}
-    assert sa._jsonable(nan) == {"overall": {"auc": None, "auc_ci": [None, None]}}
+    assert sa.jsonable(nan) == {"overall": {"auc": None, "auc_ci": [None, None]}}
 
 
 def test_load_benchmark_forms(tmp_path):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from curation.sources import se_posts
 from curation.sources import stackexchange as se
 from curation.stages import TimeCutoff, run_row_stages
 
@@ -68,19 +69,19 @@ def site_dir(tmp_path: Path) -> Path:
 # ---------------------------------------------------------------- format rules
 
 def test_parse_tags_both_formats():
-    assert se.parse_tags("<storage><whole-bean>") == ["storage", "whole-bean"]
-    assert se.parse_tags("|storage|whole-bean|") == ["storage", "whole-bean"]
-    assert se.parse_tags("") == [] and se.parse_tags(None) == []
+    assert se_posts.parse_tags("<storage><whole-bean>") == ["storage", "whole-bean"]
+    assert se_posts.parse_tags("|storage|whole-bean|") == ["storage", "whole-bean"]
+    assert se_posts.parse_tags("") == [] and se_posts.parse_tags(None) == []
 
 
 def test_body_text_strips_html_and_flags_code_and_formulas():
-    text, code, formula = se.body_text("<p>I bought <em>fresh</em> beans.<br>Where?</p>\n<p>$5 and $6.</p>")
+    text, code, formula = se_posts.body_text("<p>I bought <em>fresh</em> beans.<br>Where?</p>\n<p>$5 and $6.</p>")
     assert text == "I bought fresh beans.\nWhere?\n$5 and $6."
     assert (code, formula) == (False, False)  # prices are not formulas
-    assert se.body_text("<p>one</p><p>two</p><ul><li>a</li><li>b</li></ul>")[0] == "one\ntwo\na\nb"
-    assert se.body_text("<pre><code>x = 1</code></pre>")[1] is True
-    assert se.body_text('<span class="math-container">$a$</span>')[2] is True
-    assert se.body_text("<p>is it $x^2$?</p>")[2] is True
+    assert se_posts.body_text("<p>one</p><p>two</p><ul><li>a</li><li>b</li></ul>")[0] == "one\ntwo\na\nb"
+    assert se_posts.body_text("<pre><code>x = 1</code></pre>")[1] is True
+    assert se_posts.body_text('<span class="math-container">$a$</span>')[2] is True
+    assert se_posts.body_text("<p>is it $x^2$?</p>")[2] is True
 
 
 def test_documents_from_a_dump(site_dir: Path):
@@ -129,7 +130,7 @@ def test_directory_of_sites_and_site_names(tmp_path: Path):
     ids = [d["id"] for d in se.iter_documents({"path": str(tmp_path / "dumps")})]
     assert ids[0].startswith("stackexchange:beans:") and ids[-1].startswith("stackexchange:cups:")
     assert se.site_domain("/d/stackoverflow.com-Posts.7z") == "stackoverflow.com"
-    assert se.site_name("stackoverflow.com") == "stackoverflow"
+    assert se_posts.site_name("stackoverflow.com") == "stackoverflow"
     assert se.site_domain("/data/coffee/Posts.xml") == "coffee.stackexchange.com"
 
 
@@ -220,7 +221,7 @@ def test_coffee_question_counts_per_side(coffee: Path):
 
 def test_coffee_texts_hold_no_html_and_no_answer(coffee: Path):
     docs = list(se.iter_documents({"path": str(coffee)}))
-    answers = [se.body_text(b)[0] for b in plain_reading(coffee)["answer_bodies"]]
+    answers = [se_posts.body_text(b)[0] for b in plain_reading(coffee)["answer_bodies"]]
     probes = [a[:80] for a in answers if len(a) >= 80]  # long enough to be unmistakably that answer
     assert len(probes) > 250
     for d in docs:
@@ -318,12 +319,12 @@ def test_a_7z_is_staged_once_then_split_into_ranges(site_dir: Path, tmp_path: Pa
     assert docs == list(se.iter_documents({"path": str(site_dir)}))  # ids name the site of the archive
     staged = list(staging.rglob("Posts.xml"))
     assert len(staged) == 1 and staged[0].read_bytes() == (site_dir / "Posts.xml").read_bytes()
-    from curation.sources import stackexchange
+    from curation.sources import se_dump
 
     def no_second_extraction(*a, **k):
         raise AssertionError("the staged copy should be reused")
 
-    monkeypatch.setattr(stackexchange, "open_posts", no_second_extraction)
+    monkeypatch.setattr(se_dump, "open_posts", no_second_extraction)
     assert se.shards(cfg) == shards
 
 
