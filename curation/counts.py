@@ -11,13 +11,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from curation.document import ReconcileError
+
 DOCUMENT_STEPS = ("source", "cutoff", "title", "words", "code_formula", "language", "dedup", "bucket")
 ROW_STEPS = ("sample",)
 LABEL_NAMES = {1: "member", 0: "nonmember"}
-
-
-class ReconcileError(RuntimeError):
-    """Rows in != rows kept + rows dropped somewhere: the release is not written."""
 
 
 def step_of(stage: str) -> str:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, TypedDict
 
+import pyarrow as pa
+
 
 class Document(TypedDict):
     id: str  # stable, source-prefixed: "stackexchange:coffee:123", "arxiv:2303.01234", "wikipedia:en:12345"
@@ -39,6 +41,13 @@ class QuarantineRow(TypedDict):
 
 BENCHMARK_COLUMNS = ("id", "input", "label", "bucket", "source", "created_at", "url")
 QUARANTINE_COLUMNS = ("id", "stage", "reason", "detail")
+# The one quarantine schema: every job and the release write quarantined rows with these four string columns.
+QUARANTINE_SCHEMA = pa.schema([(name, pa.string()) for name in QUARANTINE_COLUMNS])
+
+
+class ReconcileError(RuntimeError):
+    """Rows in != rows out + rows quarantined, at some step of some job: never papered over; the job fails and
+    nothing is published."""
 
 
 def utc(value: str | datetime) -> datetime:

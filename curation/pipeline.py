@@ -14,7 +14,7 @@ from typing import Any, Iterator, Mapping
 import pyarrow as pa
 
 from curation import sources
-from curation.counts import ReconcileError
+from curation.document import ReconcileError
 from curation.document import Document, utc
 from curation.stages import Stage, document_stages, run_row_stages
 

@@ -17,7 +17,6 @@ from typing import Any, Iterable, Mapping
 
 import pyarrow as pa
 
-from curation.document import QUARANTINE_COLUMNS
 
 BENCHMARK_SCHEMA = pa.schema([
     ("id", pa.string()),
@@ -28,7 +27,6 @@ BENCHMARK_SCHEMA = pa.schema([
     ("created_at", pa.timestamp("us", tz="UTC")),
     ("url", pa.string()),
 ])
-QUARANTINE_SCHEMA = pa.schema([(name, pa.string()) for name in QUARANTINE_COLUMNS])
 PARQUET_OPTIONS = {"compression": "zstd", "use_dictionary": True, "write_statistics": True}
 # What changed in the layout, for readers of older and newer releases (the data files' bytes did not change).
 RELEASE_FORMAT = {

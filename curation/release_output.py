@@ -18,8 +18,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from curation import sampling
-from curation.counts import LABEL_NAMES, ReconcileError, Tally, by_label_bucket, count_steps, reconcile
-from curation.release import BENCHMARK_SCHEMA, PARQUET_OPTIONS, QUARANTINE_SCHEMA, data_file_name, sha256_file
+from curation.counts import LABEL_NAMES, Tally, by_label_bucket, count_steps, reconcile
+from curation.document import ReconcileError
+from curation.document import QUARANTINE_SCHEMA
+from curation.release import BENCHMARK_SCHEMA, PARQUET_OPTIONS, data_file_name, sha256_file
 from curation.release_passes import EXCLUDED_SCHEMA, SAMPLED_SCHEMA, excluded_partition
 
 # excluded/ is as long as the corpus (most documents are dropped somewhere): it is written in parts of about this

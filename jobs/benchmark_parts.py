@@ -59,8 +59,8 @@ class _Source:
             from curation.sources import storage
 
             self.bucket, self.key = storage.split_s3(path)
-            self.client = storage._client({})
-            self.extra = {"RequestPayer": "requester"} if requester_pays else {}
+            self.client = storage.s3_client({})
+            self.extra = storage.request_payer({"requester_pays": requester_pays})
             self.size = int(self.client.head_object(Bucket=self.bucket, Key=self.key, **self.extra)["ContentLength"])
         else:
             self.size = Path(path).stat().st_size

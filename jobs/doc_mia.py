@@ -162,7 +162,7 @@ def run_doc_mia(cfg: DocMiaConfig) -> dict:
 
     from jobs.doc_mia_grid import GRID_DIR, run_grid_on_parts
     from jobs.evaluate import PhaseClock
-    from jobs.ledger import AccountingError, Ledger
+    from jobs.ledger import ReconcileError, Ledger
     from jobs.shards import open_output, publish
     from scoring.docmia.features import make_extractor
     from scoring.docmia.normalization import parse_normalizations
@@ -199,7 +199,7 @@ def run_doc_mia(cfg: DocMiaConfig) -> dict:
               "members_used": int(docs["label"].sum()) if n_used else 0,
               "nonmembers_used": int(n_used - docs["label"].sum()) if n_used else 0}
     if counts["documents_in"] != counts["documents_used"] + counts["documents_quarantined"]:
-        raise AccountingError(f"document accounting does not reconcile: {counts}")
+        raise ReconcileError(f"document accounting does not reconcile: {counts}")
     if not n_used:
         raise RuntimeError("no readable documents")
     labels = docs["label"]

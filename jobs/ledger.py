@@ -11,13 +11,9 @@ from typing import Iterable, Mapping
 
 import pyarrow as pa
 
-QUARANTINE_SCHEMA = pa.schema([("id", pa.string()), ("stage", pa.string()), ("reason", pa.string()),
-                               ("detail", pa.string())])
+from curation.document import QUARANTINE_SCHEMA, ReconcileError
+
 DETAIL_CHARS = 300
-
-
-class AccountingError(RuntimeError):
-    """Rows in != rows out + rows quarantined: never papered over, the job fails."""
 
 
 def quarantine_record(rid: str, stage: str, reason: str, detail: str = "") -> dict:
@@ -64,7 +60,7 @@ class Ledger:
 
     def check(self, where: str = "job") -> None:
         if self.rows_in != self.rows_out + self.quarantined:
-            raise AccountingError(f"{where}: row accounting does not reconcile: {self.rows_in} in, "
+            raise ReconcileError(f"{where}: row accounting does not reconcile: {self.rows_in} in, "
                                   f"{self.rows_out} out, {self.quarantined} quarantined")
 
 

@@ -180,7 +180,7 @@ def run_paraphrase(cfg: ParaphraseConfig) -> dict:
     from jobs.benchmark_parts import plan_parts
     from jobs.evaluate import input_identity
     from jobs.ray_runtime import start_driver
-    from jobs.ledger import AccountingError, Ledger
+    from jobs.ledger import ReconcileError, Ledger
     from jobs.part_survey import run_survey
     from jobs.shards import model_identity, open_output, publish, tool_version
     from jobs.storage_io import Location
@@ -212,7 +212,7 @@ def run_paraphrase(cfg: ParaphraseConfig) -> dict:
         files.append(s["file"])
     ledger.check("paraphrase")
     if ledger.rows_in != survey.n_good + survey.n_bad or len(files) != len(work):
-        raise AccountingError(f"{len(files)} of {len(work)} parts account for {ledger.rows_in} rows; the survey "
+        raise ReconcileError(f"{len(files)} of {len(work)} parts account for {ledger.rows_in} rows; the survey "
                               f"read {survey.n_good + survey.n_bad}")
     if not ledger.rows_out:
         raise RuntimeError(f"no row could be paraphrased; see {dest.child('quarantine.parquet')}")

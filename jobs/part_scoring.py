@@ -13,7 +13,7 @@ import numpy as np
 
 from jobs.benchmark_parts import plan_parts
 from jobs.joblog import log
-from jobs.ledger import AccountingError, Ledger
+from jobs.ledger import ReconcileError, Ledger
 from jobs.part_store import PartStore
 from jobs.part_survey import prefix_text as read_prefix, run_survey, survey_json
 from jobs.pool_watch import StalledPool, replanning
@@ -93,7 +93,7 @@ def score_benchmark(*, benchmark: str, requester_pays: bool, rows_per_part: int,
         try:
             for summary in replanning(pool, work, lambda w: w[0].index in summaries, stats, log):
                 commit(summary)
-        except (InjectedAbort, AccountingError):
+        except (InjectedAbort, ReconcileError):
             raise
         except StalledPool as exc:
             raise StalledPool(f"{exc} ({stats['scored']} part(s) saved, {len(survey.parts) - len(summaries)} left; "
@@ -115,7 +115,7 @@ def score_benchmark(*, benchmark: str, requester_pays: bool, rows_per_part: int,
         part.check(f"part {i}")
         ledger.add(part)
     if ledger.rows_in != survey.n_good + survey.n_bad:
-        raise AccountingError(f"the parts account for {ledger.rows_in} rows; the survey read "
+        raise ReconcileError(f"the parts account for {ledger.rows_in} rows; the survey read "
                               f"{survey.n_good + survey.n_bad}")
     return PartRun(ledger, stats, run_id, prefix_ids, token_freq, survey_json(survey))
 

@@ -194,7 +194,7 @@ class PartFinisher:
 
     def _check(self, index, pos, ids, views, errors) -> None:
         """Every row has exactly the expected views, or failed as a whole on its worker."""
-        from jobs.ledger import AccountingError
+        from jobs.ledger import ReconcileError
 
         want = self.spec.expected_views()
         got: dict[str, list[str]] = {}
@@ -206,7 +206,7 @@ class PartFinisher:
         extra = set(got) - set(pos)
         bad = [i for i in pos if sorted(got.get(i, ())) != want and i not in worker_failed]
         if extra or bad:
-            raise AccountingError(f"part {index}: row accounting does not reconcile: {len(pos)} rows in, {len(bad)} "
+            raise ReconcileError(f"part {index}: row accounting does not reconcile: {len(pos)} rows in, {len(bad)} "
                                   f"without exactly the views {want} (e.g. {bad[:3]}), {len(extra)} unexpected ids")
 
 

@@ -99,13 +99,15 @@ class Location:
     @property
     def client(self):
         if self._s3 is None:
-            import boto3
+            from curation.sources.storage import s3_client
 
-            self._s3 = boto3.client("s3", endpoint_url=self.endpoint_url, region_name=self.region)
+            self._s3 = s3_client({"endpoint_url": self.endpoint_url, "region": self.region})
         return self._s3
 
     def _payer(self) -> dict:
-        return {"RequestPayer": "requester"} if self.requester_pays else {}
+        from curation.sources.storage import request_payer
+
+        return request_payer({"requester_pays": self.requester_pays})
 
     # ---- primitives
     def write_bytes(self, rel: str, data: bytes) -> dict:

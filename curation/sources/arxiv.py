@@ -36,6 +36,7 @@ from typing import Any, Iterator, Mapping
 from xml.etree import ElementTree
 
 from curation.document import Document
+from curation.sources import storage
 
 STAGE = "source.arxiv"
 MANIFEST = "arXiv_src_manifest.xml"
@@ -62,14 +63,13 @@ def _bucket_prefix(path: str) -> tuple[str, str]:
 
 
 def make_client(cfg: Mapping[str, Any]):
-    import boto3
-
-    return boto3.client("s3", region_name=cfg.get("region", "us-east-1"), endpoint_url=cfg.get("endpoint_url"))
+    """The arXiv bucket's client (curation/sources/storage.s3_client), in us-east-1 unless `region` says otherwise."""
+    return storage.s3_client({"region": cfg.get("region", "us-east-1"), "endpoint_url": cfg.get("endpoint_url")})
 
 
 def _payer(cfg: Mapping[str, Any]) -> dict:
-    # The arxiv bucket refuses anonymous and owner-pays reads: every call must carry RequestPayer.
-    return {"RequestPayer": "requester"} if cfg.get("requester_pays", True) else {}
+    # The arxiv bucket refuses anonymous and owner-pays reads: every call must carry RequestPayer (the default).
+    return storage.request_payer({"requester_pays": cfg.get("requester_pays", True)})
 
 
 def yymm_key(yymm: str) -> int:

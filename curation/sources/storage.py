@@ -56,13 +56,16 @@ def s3_options(cfg: Mapping[str, Any] | None) -> dict:
     return {k: cfg.get(k) for k in ("requester_pays", "endpoint_url", "region") if cfg.get(k) is not None}
 
 
-def _client(opts: Mapping[str, Any]):
+def s3_client(opts: Mapping[str, Any]):
+    """The one way Tidemark makes an S3 client (sources, outputs, arXiv): boto3's own credential chain (the
+    environment, a profile, an instance or web identity), with `endpoint_url` and `region` from `opts`."""
     import boto3
 
     return boto3.client("s3", endpoint_url=opts.get("endpoint_url"), region_name=opts.get("region"))
 
 
-def _payer(opts: Mapping[str, Any]) -> dict:
+def request_payer(opts: Mapping[str, Any]) -> dict:
+    """The extra arguments of every S3 call on a requester-pays bucket (arXiv's): RequestPayer=requester."""
     return {"RequestPayer": "requester"} if opts.get("requester_pays") else {}
 
 
@@ -72,16 +75,16 @@ def list_files(path: str, **opts: Any) -> list[str]:
         bucket, key = split_s3(path)
         from botocore.exceptions import ClientError
 
-        s3, found = _client(opts), []
+        s3, found = s3_client(opts), []
         if key and not key.endswith("/"):
             try:  # an exact object key is a file, not a prefix
-                s3.head_object(Bucket=bucket, Key=key, **_payer(opts))
+                s3.head_object(Bucket=bucket, Key=key, **request_payer(opts))
                 return [path]
             except ClientError as exc:
                 if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchKey", "NotFound"):
                     raise
         prefix = key.rstrip("/") + "/" if key else ""
-        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix, **_payer(opts)):
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix, **request_payer(opts)):
             for obj in page.get("Contents", []):
                 name = posixpath.basename(obj["Key"])
                 if name and not name.startswith("."):
@@ -124,7 +127,7 @@ def open_binary(path: str, start: int = 0, **opts: Any) -> Iterator[BinaryIO]:
     if is_s3(path):
         bucket, key = split_s3(path)
         ranged = {"Range": f"bytes={int(start)}-"} if start else {}
-        body = _client(opts).get_object(Bucket=bucket, Key=key, **ranged, **_payer(opts))["Body"]
+        body = s3_client(opts).get_object(Bucket=bucket, Key=key, **ranged, **request_payer(opts))["Body"]
         with io.BufferedReader(_RawStream(body), buffer_size=CHUNK) as stream:
             yield stream
     else:
@@ -137,7 +140,7 @@ def open_binary(path: str, start: int = 0, **opts: Any) -> Iterator[BinaryIO]:
 def file_size(path: str, **opts: Any) -> int:
     if is_s3(path):
         bucket, key = split_s3(path)
-        return int(_client(opts).head_object(Bucket=bucket, Key=key, **_payer(opts))["ContentLength"])
+        return int(s3_client(opts).head_object(Bucket=bucket, Key=key, **request_payer(opts))["ContentLength"])
     return os.path.getsize(path)
 
 
@@ -159,7 +162,7 @@ def exists(path: str, **opts: Any) -> bool:
 
         bucket, key = split_s3(path)
         try:
-            _client(opts).head_object(Bucket=bucket, Key=key, **_payer(opts))
+            s3_client(opts).head_object(Bucket=bucket, Key=key, **request_payer(opts))
             return True
         except ClientError:
             return False
@@ -172,7 +175,7 @@ def write_stream(path: str, stream: BinaryIO, **opts: Any) -> int:
     if is_s3(path):
         bucket, key = split_s3(path)
         counter = _CountingReader(stream)
-        _client(opts).upload_fileobj(counter, bucket, key, ExtraArgs=_payer(opts))
+        s3_client(opts).upload_fileobj(counter, bucket, key, ExtraArgs=request_payer(opts))
         return counter.n
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f"{path}.partial-{os.getpid()}"
@@ -203,7 +206,7 @@ class _CountingReader(io.RawIOBase):
 def describe(path: str, **opts: Any) -> dict:
     if is_s3(path):
         bucket, key = split_s3(path)
-        head = _client(opts).head_object(Bucket=bucket, Key=key, **_payer(opts))
+        head = s3_client(opts).head_object(Bucket=bucket, Key=key, **request_payer(opts))
         return {"path": path, "bytes": int(head["ContentLength"]), "etag": head.get("ETag", "").strip('"')}
     md5 = hashlib.md5()
     with open(path, "rb") as f:

@@ -39,7 +39,7 @@ def write_malformed(path: Path, first_line: int = 1) -> dict:
 
 def assert_quarantine(path: Path, want: dict, context: tuple[str, ...] = ()) -> list[dict]:
     """The job's quarantine has the shared schema (plus the job's context columns) and holds `want`."""
-    from jobs.ledger import QUARANTINE_SCHEMA
+    from curation.document import QUARANTINE_SCHEMA
 
     table = pq.read_table(path)
     assert table.schema.names == [*QUARANTINE_SCHEMA.names, *context], table.schema

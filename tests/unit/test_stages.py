@@ -8,7 +8,8 @@ import pytest
 from sampling_passes import balanced_sample
 
 from curation import stages as st
-from curation.counts import ReconcileError, Tally, count_steps, reconcile
+from curation.counts import Tally, count_steps, reconcile
+from curation.document import ReconcileError
 from curation.dedup import MinHasher, dedup_drops
 from curation.pipeline import annotate_records, decide_release, numbered_records
 from curation.text import exact_key, looks_like_formula, truncate_words, word_count
