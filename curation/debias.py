@@ -24,116 +24,16 @@ from every filtering round), so it is not the number the filter optimised.
 from __future__ import annotations
 
 import math
-import re
 import sys
 from collections import Counter, defaultdict
 from typing import Any, Sequence
 
 import numpy as np
 
-from curation.shift_audit import (
-    CLASSIFIERS,
-    DATE_EXPR_RE,
-    DATE_ONLY_RE,
-    FLAG_AUC,
-    prefix_groups,
-    run_audit,
-    summarise_scores,
-    top_features,
-)
+from curation.shift_audit import CLASSIFIERS, FLAG_AUC, prefix_groups, run_audit, summarise_scores, top_features
+from curation.debias_steps import length_match, pair_by_topic, strip_dates
 
 REASONS = ("debias_length_match", "debias_unpaired", "debias_confident", "debias_over_cap")
-_SENTINEL = "\x00"
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Dates
-# --------------------------------------------------------------------------------------------------------------
-def strip_dates(text: str, mode: str = "remove") -> tuple[str, int]:
-    """`text` without explicit dates/years, and how many expressions went. mode: "remove" or "mask" ([DATE])."""
-    if mode == "mask":
-        return DATE_ONLY_RE.subn("[DATE]", text)
-    if mode != "remove":
-        raise ValueError(f"mask_dates mode must be 'remove' or 'mask', got {mode!r}")
-    out, n = DATE_EXPR_RE.subn(_SENTINEL, text)
-    if not n:
-        return text, 0
-    # A sentence that began with the removed phrase ("In 2024, the ...") starts again with a capital.
-    out = re.sub(rf"(^|[.!?]\s+){_SENTINEL}[\s,;:{_SENTINEL}]*([a-z])", lambda m: m.group(1) + m.group(2).upper(), out)
-    out = out.replace(_SENTINEL, "")
-    out = re.sub(r"\(\s*[,;:]?\s*\)", "", out)  # "(2019)" -> ""
-    out = re.sub(r"(^|[.!?]\s+)[,;:]\s*", r"\1", out)  # ", the" at a sentence start
-    out = re.sub(r"[,;:]\s*(?=[,;:.!?])", "", out)  # ", ," / ", ."
-    out = re.sub(r"[ \t]+([,.;:!?)])", r"\1", out)  # space before punctuation
-    out = re.sub(r"[ \t]{2,}", " ", out).strip()
-    return out, n
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Length matching
-# --------------------------------------------------------------------------------------------------------------
-def _length_match(idx: np.ndarray, y: np.ndarray, lengths: np.ndarray, rng: np.random.Generator,
-                  n_bins: int = 20) -> list[tuple[int, str]]:
-    """Rows (indices into the full table) to drop so that, within each length bin, members:non-members is the
-    bucket's overall ratio; i.e. length carries no information about the label. Random choice within a bin."""
-    yb = y[idx]
-    n_m, n_n = int(yb.sum()), int((1 - yb).sum())
-    if n_m == 0 or n_n == 0:
-        return []
-    ratio = n_m / n_n
-    edges = np.unique(np.quantile(lengths[idx], np.linspace(0, 1, n_bins + 1)))
-    bins = np.clip(np.searchsorted(edges, lengths[idx], side="right") - 1, 0, max(len(edges) - 2, 0))
-    drops: list[tuple[int, str]] = []
-    for b in np.unique(bins):
-        in_bin = idx[bins == b]
-        mem = in_bin[y[in_bin] == 1]
-        non = in_bin[y[in_bin] == 0]
-        keep_m = min(len(mem), int(round(ratio * len(non))))
-        keep_n = min(len(non), int(round(len(mem) / ratio)))
-        lo, hi = edges[b], edges[min(b + 1, len(edges) - 1)]
-        detail = f"length bin [{lo:.0f}, {hi:.0f}] chars: {len(mem)} members vs {len(non)} non-members"
-        for pool, keep in ((mem, keep_m), (non, keep_n)):
-            if keep < len(pool):
-                drops += [(int(i), detail) for i in rng.choice(pool, size=len(pool) - keep, replace=False)]
-    return drops
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Topic matching
-# --------------------------------------------------------------------------------------------------------------
-def _pair_by_topic(texts: Sequence[str], small: np.ndarray, large: np.ndarray, k: int = 20,
-                   chunk: int = 1024) -> dict[int, tuple[int, float]]:
-    """Greedy one-to-one nearest-neighbour pairing on TF-IDF cosine: small-class index -> (large index, sim).
-    Top-k candidates per item keep memory at O(n·k); items whose candidates were all taken are re-queried against
-    what is still free until everyone is paired or the larger class runs out."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
-
-    vec = TfidfVectorizer(stop_words="english", sublinear_tf=True, ngram_range=(1, 2), min_df=1)
-    X = vec.fit_transform([texts[i] for i in np.concatenate([small, large])])
-    A, B = X[: len(small)], X[len(small):]
-    pairs: dict[int, tuple[int, float]] = {}
-    free_small = np.arange(len(small))
-    free_large = np.ones(len(large), dtype=bool)
-    while len(free_small) and free_large.any():
-        cand_cols = np.flatnonzero(free_large)
-        edges = []
-        for s in range(0, len(free_small), chunk):
-            rows = free_small[s:s + chunk]
-            sims = (A[rows] @ B[cand_cols].T).toarray()
-            kk = min(k, sims.shape[1])
-            top = np.argpartition(-sims, kk - 1, axis=1)[:, :kk]
-            for pos, (r, cols) in enumerate(zip(rows, top)):
-                edges += [(float(sims[pos, c]), int(r), int(cand_cols[c])) for c in cols]
-        edges.sort(key=lambda e: -e[0])  # ties: deterministic order from construction
-        used_s = set()
-        for sim, i, j in edges:
-            if i in used_s or not free_large[j]:
-                continue
-            used_s.add(i)
-            free_large[j] = False
-            pairs[int(small[i])] = (int(large[j]), sim)
-        free_small = np.array([i for i in free_small if i not in used_s], dtype=np.int64)
-    return pairs
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -259,7 +159,7 @@ def debias_rows(rows: list[dict], *, target_auc: float = 0.60, seed: int = 0,
         lengths = np.array([len(t) for t in texts], dtype=np.float64)
         todo = []
         for b in sorted(set(buckets[alive])):
-            todo += _length_match(np.flatnonzero(alive & (buckets == b)), y, lengths, rng, length_bins)
+            todo += length_match(np.flatnonzero(alive & (buckets == b)), y, lengths, rng, length_bins)
         n = drop(todo, "debias_length_match")
         report["levers"]["match_length"] = {"applied": True, "n_bins": length_bins, "n_dropped": n}
         say(f"length match: dropped {n}")
@@ -275,7 +175,7 @@ def debias_rows(rows: list[dict], *, target_auc: float = 0.60, seed: int = 0,
             if not len(mem) or not len(non):
                 continue
             small, large = (mem, non) if len(mem) <= len(non) else (non, mem)
-            pairs = _pair_by_topic(texts, small, large)
+            pairs = pair_by_topic(texts, small, large)
             paired_large = {j for j, _ in pairs.values()}
             for i in small:
                 if int(i) not in pairs:
@@ -426,7 +326,8 @@ def debias_release(rows: list[dict], cfg: dict[str, Any]) -> tuple[list[dict], l
     `max_rows` rows: a larger release is first cut to the `max_rows` rows with the smallest seeded hash of their
     id (reason ``debias_over_cap``), so the fit costs the same on any corpus. The report is JSON-safe."""
     from curation.sampling import sample_rank
-    from curation.shift_audit import jsonable, cutoff_year_from_manifest
+    from curation.shift_release import cutoff_year_from_manifest
+    from curation.shift_report import jsonable
 
     opts = {**DEBIAS_DEFAULTS, **(cfg.get("debias") or {})}
     unknown = set(opts) - set(DEBIAS_DEFAULTS)
@@ -449,4 +350,4 @@ def debias_release(rows: list[dict], cfg: dict[str, Any]) -> tuple[list[dict], l
     return kept, dropped + over, report
 
 
-__all__ = ["debias_rows", "debias_release", "strip_dates", "REASONS", "DEBIAS_DEFAULTS", "FLAG_AUC"]
+__all__ = ["debias_rows", "debias_release", "REASONS", "DEBIAS_DEFAULTS", "FLAG_AUC"]

