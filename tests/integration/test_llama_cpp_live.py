@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
-import http.client
 from pathlib import Path
 
 import numpy as np
 import pytest
+from llama_cpp_server import llama_cpp_server
 
 from scoring.api.client import ApiConfig
 from scoring.api.probe import probe
@@ -52,30 +50,10 @@ def live():
                     "(pip install 'llama-cpp-python[server]' into a venv of its own: docs/served-models.md)")
     if gguf is None:
         pytest.skip("the SmolLM2 GGUF is not installed (make smollm2)")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([py, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1", "--port",
-                             str(port), "--logits_all", "true", "--n_ctx", "2048", "--model_alias", "smollm2"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, "the llama-cpp-python server exited"
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-                conn.request("GET", "/v1/models")
-                if conn.getresponse().status == 200:
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, "the llama-cpp-python server did not come up in 120 s"
-                time.sleep(0.5)
-        from scoring.model import load_tokenizer
+    from scoring.model import load_tokenizer
 
+    with llama_cpp_server(py, gguf) as port:
         yield {"url": f"http://127.0.0.1:{port}/v1", "tok": load_tokenizer(str(FIXTURE / "tokenizer"))}
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def test_echo_is_refused_and_logit_bias_agrees_with_the_dequantised_weights(live):
