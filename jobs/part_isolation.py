@@ -16,9 +16,8 @@ import pyarrow as pa
 from jobs.joblog import log
 from jobs.scoring_pool import WORKER_FAILED, ScoringSpec
 
-MAX_SINGLE_FAILURES_IN_A_ROW = 3
-ROW_ATTEMPTS = 2
-ISOLATION_BATCH = 16
+from jobs.retry_policy import (ISOLATION_BATCH, ISOLATION_MAX_RESTARTS, ISOLATION_MAX_TASK_RETRIES,
+                               MAX_SINGLE_FAILURES_IN_A_ROW, ROW_ATTEMPTS, STALL_TIMEOUT_S)
 
 
 class RowScorer:
@@ -41,14 +40,15 @@ class Isolator:
     """Up to `spec.actors` RowScorer actors, keeping those the alive cluster can start (a lost node's share of the
     pool would wait for resources forever); every wait is bounded by the stall timeout."""
 
-    def __init__(self, spec: ScoringSpec, cpus: float, stall_timeout_s: float = 1800.0):
+    def __init__(self, spec: ScoringSpec, cpus: float, stall_timeout_s: float = STALL_TIMEOUT_S):
         import ray
 
         from jobs.scoring_pool import scorer_resources
 
         num_cpus, threads = scorer_resources(spec, cpus)
         actor_cls = ray.remote(RowScorer).options(num_cpus=num_cpus, num_gpus=spec.gpus_per_actor or None,
-                                                  max_restarts=-1, max_task_retries=0)
+                                                  max_restarts=ISOLATION_MAX_RESTARTS,
+                                                  max_task_retries=ISOLATION_MAX_TASK_RETRIES)
         self.timeout = stall_timeout_s
         self.actors = _startable([actor_cls.remote(spec, threads) for _ in range(max(1, spec.actors))],
                                  stall_timeout_s, {"CPU": num_cpus, "GPU": spec.gpus_per_actor})

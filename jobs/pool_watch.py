@@ -15,9 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Sequence
 
-DEFAULT_STALL_TIMEOUT_S = 1800.0
-MAX_REPLANS = 3  # node losses a job absorbs by rescheduling; beyond that, what is left is isolated part by part
-SETTLE_S = 45.0  # how long the GCS may take to mark a killed node dead (its health check gives up after ~30 s)
+from jobs.retry_policy import MAX_REPLANS, SETTLE_S  # why these values: jobs/retry_policy.py
 
 # Errors through which a lost node reaches the driver (the actor's RPCs fail, its objects or owner are gone).
 NODE_LOSS_ERRORS = ("ActorUnavailableError", "NodeDiedError", "ObjectLostError", "OwnerDiedError",

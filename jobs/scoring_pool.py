@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from jobs.benchmark_parts import PartSpec, read_part
 from jobs.ledger import quarantine_record, quarantine_table
+from jobs.retry_policy import SCORER_MAX_RESTARTS, SCORER_MAX_TASK_RETRIES, STALL_TIMEOUT_S
 from scoring.views import is_late_view
 
 ROWS_SCHEMA = pa.schema([("id", pa.string()), ("label", pa.int8()), ("bucket", pa.string()),
@@ -59,7 +60,7 @@ class ScoringSpec:
     gpus_per_actor: float = 0.0
     hooks: dict = field(default_factory=dict)  # audit log / fault injection (scoring/tasks.py)
     neighbour_model: str | None = None  # the masked LM that makes the `nbr:` views (neighbourhood attack)
-    stall_timeout_s: float = 1800.0  # no part finished in this long: the job stops (jobs/pool_watch.py)
+    stall_timeout_s: float = STALL_TIMEOUT_S  # no part finished in this long: the job stops (jobs/retry_policy.py)
 
     @property
     def device(self) -> str:
@@ -354,7 +355,7 @@ def run_pipeline(spec: ScoringSpec, items: Sequence[dict], stages: PoolStages, p
             **stages.score_kwargs},
             batch_size=1, batch_format="pyarrow", num_cpus=scorer_cpus, num_gpus=spec.gpus_per_actor or None,
             compute=ray.data.ActorPoolStrategy(min_size=1, max_size=max(1, spec.actors)),
-            max_restarts=2, max_task_retries=2)
+            max_restarts=SCORER_MAX_RESTARTS, max_task_retries=SCORER_MAX_TASK_RETRIES)
     needs = {"CPU": scorer_cpus, "GPU": spec.gpus_per_actor}
     batches = ds.iter_batches(batch_format="pyarrow", batch_size=None)
     for batch in watch(batches, spec.stall_timeout_s, lambda: capacity_line(needs)):

@@ -11,6 +11,8 @@ from typing import Optional, Sequence
 
 import typer
 
+from jobs.retry_policy import STALL_TIMEOUT_S
+
 API_BASE = typer.Option(
     None, "--api-base", help="score a served model through its OpenAI-compatible API, e.g. http://HOST:8000/v1 "
     "(vLLM, SGLang, ...): --model is then the served name and --tokenizer a local tokenizer that matches it; a key "
@@ -39,7 +41,7 @@ API_MAX_RETRIES = typer.Option(6, "--api-max-retries", min=0, help="retries of a
                                 "honoured); then the job stops and a rerun resumes")
 API_RPS = typer.Option(0.0, "--api-rps", min=0.0, help="requests per second for the whole job, split evenly "
                        "among the scorer actors (0 = no limit); 429/5xx answers are retried with backoff")
-STALL_TIMEOUT = typer.Option(1800.0, "--stall-timeout", min=1.0, help="seconds without a part finishing after "
+STALL_TIMEOUT = typer.Option(STALL_TIMEOUT_S, "--stall-timeout", min=1.0, help="seconds without a part finishing after "
                              "which the job stops with an error (e.g. the cluster lost the nodes its scorers need); "
                              "the parts already written stay, and the same command resumes from them")
 
@@ -81,7 +83,7 @@ class PoolSettings:
     batch_size: Optional[int] = None  # sequences per forward pass; None = the device's default
     context: Optional[int] = None  # window length in tokens
     stride: Optional[int] = None
-    stall_timeout: float = 1800.0  # seconds without a finished part before the job stops (jobs/pool_watch.py)
+    stall_timeout: float = STALL_TIMEOUT_S  # seconds without a finished part before the job stops (jobs/retry_policy.py)
 
     def pool_spec(self, branches, prefix_text: str | None = None, neighbour_model: str | None = None):
         from jobs.scoring_pool import ScoringSpec
