@@ -113,8 +113,9 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     from scoring.views import ORIGINAL, PREFIXED
 
     t0 = time.perf_counter()
-    dest = sharding.output_location(cfg)  # a local directory or an s3:// prefix
-    out = sharding.local_output_dir(dest)  # where the driver makes its files: OUT itself, or a staging dir for S3
+    # a local directory or an s3:// prefix, and where the driver makes its files (OUT itself, or a staging dir for
+    # S3); `_SUCCESS` is kept until the job knows whether OUT already holds this very job's finished output
+    dest, out = sharding.open_output(cfg.out, clear=False)
     phases = PhaseClock()  # wall time per stage, in run.json: where a slow job spends its time
     served = cfg.served()  # a served model is probed once, before anything else (a few requests)
     methods = resolve_methods(cfg.methods, cfg.ref_model, served, cfg.neighbour_model)

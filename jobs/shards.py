@@ -3,9 +3,9 @@
 - Identity: `model_identity` names a model's weights cheaply (file digests), `scoring_fingerprint` everything that
   changes a row's token stats (model, views, ReCaLL prefix, context, stride, batch size, device, tool version).
   Parts and their completion markers live in jobs/part_store.py; the scoring itself in jobs/part_scoring.py.
-- Outputs: the driver makes its files in `local_output_dir` (OUT itself, or a staging directory for S3),
-  `publish` uploads them and writes `_SUCCESS` last; `completed_result` turns a re-run of a finished job with the
-  same fingerprint into a no-op.
+- Outputs: every job opens OUT with `open_output` and makes its files in the local directory it returns (OUT
+  itself, or a staging directory for S3); `publish` uploads them and writes `_SUCCESS` last; `completed_result`
+  turns a re-run of a finished job with the same fingerprint into a no-op.
 """
 from __future__ import annotations
 
@@ -85,10 +85,6 @@ JOB_FIELDS_IGNORED = ("out", "actors", "progress", "resume", "shard_size", "extr
 
 # ---------------------------------------------------------------- job outputs (local or s3://)
 
-def output_location(cfg) -> Location:
-    return Location(cfg.out)
-
-
 def local_output_dir(dest: Location) -> Path:
     """Where the job writes its non-shard outputs: OUT itself, or (S3) a staging directory named after OUT that
     survives the run, so the CLI can print the report."""
@@ -129,11 +125,13 @@ def publish(dest: Location, out: Path, info: dict) -> None:
     dest.mark_complete(info)
 
 
-def open_output(uri: str) -> tuple[Location, Path]:
-    """For the jobs that are not sharded (audit, doc-mia, unlearning-audit, contamination-study): remove a stale
-    `_SUCCESS` first, then return the destination (a local directory or an s3:// prefix) and the local directory
-    where the job makes its files. The job calls `publish` when it has finished; a job that raises before that
-    leaves OUT without `_SUCCESS`, so a crash never looks complete."""
+def open_output(uri: str, clear: bool = True) -> tuple[Location, Path]:
+    """How every job opens its output: the destination (a local directory or an s3:// prefix) and the local
+    directory where the job makes its files, after removing a stale `_SUCCESS`. The job calls `publish` when it
+    has finished; a job that raises before that leaves OUT without `_SUCCESS`, so a crash never looks complete.
+    A job that may find its own finished output there (evaluate: `completed_result`) opens with clear=False, looks,
+    and clears the marker itself before it starts work."""
     dest = Location(uri)
-    dest.clear_complete()
+    if clear:
+        dest.clear_complete()
     return dest, local_output_dir(dest)
