@@ -98,7 +98,6 @@ class ApiRefused(ApiFatal):
     def __init__(self, url: str, status: int, message: str, tries: int):
         super().__init__(f"the server refused the request: HTTP {status}: {message} ({url}, {tries} "
                          f"{'try' if tries == 1 else 'tries'})")
-        self.status, self.server_message = status, message
 
 
 RETRYABLE = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
@@ -293,7 +292,7 @@ class CompletionsClient:
                 try:
                     answer = json.loads(data)
                 except ValueError:
-                    return None, f"HTTP 200 with a body that is not JSON ({data[:80]!r})", (200, "not JSON"), None
+                    return None, f"HTTP 200 with a body that is not JSON ({data[:80]!r})", None, None
                 outcome, seconds = "ok", time.monotonic() - t0
                 return answer, "", None, None
             message = _error_message(data)
@@ -336,6 +335,11 @@ def is_api_fatal(exc: BaseException) -> str | None:
     return None
 
 
+def _with_subclasses(cls: type) -> list[type]:
+    """The class and every subclass defined so far (ApiRefused here, SelfCheckFailed in selfcheck.py)."""
+    return [cls, *(c for sub in cls.__subclasses__() for c in _with_subclasses(sub))]
+
+
 def api_fatal_reason(exc: BaseException) -> str | None:
     """The one-line reason when a failure (a Ray pipeline's, a task's) came from a served model that cannot be used."""
     return is_api_fatal(exc) or fatal_in_text(str(exc))
@@ -344,7 +348,7 @@ def api_fatal_reason(exc: BaseException) -> str | None:
 def fatal_in_text(text: str) -> str | None:
     """Ray Data re-raises a worker's exception as text; find our one line in it (ApiFatal or a subclass)."""
     best = None
-    for marker in ("ApiFatal: ", "ApiRefused: ", "SelfCheckFailed: "):
+    for marker in (f"{cls.__name__}: " for cls in _with_subclasses(ApiFatal)):
         at = text.rfind(marker)
         if at >= 0 and (best is None or at > best[0]):
             best = (at, marker)

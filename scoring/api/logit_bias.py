@@ -71,6 +71,19 @@ class Position:
     ambiguous: bool = False
 
 
+def next_token_response(client: CompletionsClient, cfg: ApiConfig, tokenizer, prefix,
+                        bias: dict[int, float] | None = None) -> dict:
+    """The answer to a max_tokens=1 request with top-n log-probabilities on the token ids `prefix` (sent as ids or
+    text, as probed; a text prefix's token count checked), optionally with `logit_bias`."""
+    body = {"prompt": prompt_of(cfg, tokenizer, prefix), "max_tokens": 1, "logprobs": cfg.top_logprobs,
+            "temperature": 0}
+    if bias:
+        body["logit_bias"] = {str(int(k)): float(v) for k, v in bias.items()}
+    resp = client.complete(body, n_tokens=len(prefix))
+    check_prompt_count(resp, len(prefix), cfg, f"the {len(prefix)}-token prefix")
+    return resp
+
+
 def generation(resp: dict) -> tuple[dict, str | None, float | None]:
     """(top-n dict, chosen token text, its log-probability) of a max_tokens=1 response."""
     try:
@@ -89,14 +102,7 @@ class BiasExtractor:
         self.client, self.cfg, self.keys = client, cfg, keys
 
     def call(self, prompt, bias: dict[int, float] | None = None):
-        """A max_tokens=1 request on the token ids `prompt` (sent as ids or text, as probed)."""
-        body = {"prompt": prompt_of(self.cfg, self.keys.tokenizer, prompt), "max_tokens": 1,
-                "logprobs": self.cfg.top_logprobs, "temperature": 0}
-        if bias:
-            body["logit_bias"] = {str(int(k)): float(v) for k, v in bias.items()}
-        resp = self.client.complete(body, n_tokens=len(prompt))
-        check_prompt_count(resp, len(prompt), self.cfg, f"the {len(prompt)}-token prefix")
-        return generation(resp)
+        return generation(next_token_response(self.client, self.cfg, self.keys.tokenizer, prompt, bias))
 
     def position(self, prompt, u: int) -> Position:
         top, _, _ = self.call(prompt)

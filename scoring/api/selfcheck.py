@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from scoring.api.client import ApiConfig, ApiFatal, ApiRequestError, CompletionsClient
 from scoring.api.echo import echo_logprobs, echo_request
-from scoring.api.logit_bias import BiasExtractor, TokenKeys, generation
-from scoring.api.prompts import check_prompt_count, prompt_of
+from scoring.api.logit_bias import BiasExtractor, TokenKeys, generation, next_token_response
+from scoring.api.prompts import prompt_of
 
 TOLERANCE_NATS = 0.02
 BIAS_POSITIONS = 3  # positions the logit-bias check extracts (each costs 2 calls, or ~17 for the search)
@@ -35,10 +35,7 @@ def reference_tops(client: CompletionsClient, cfg: ApiConfig, ids, keys: TokenKe
     tops = {}
     for i in positions:
         try:
-            body = {"prompt": prompt_of(cfg, keys.tokenizer, ids[:i]), "max_tokens": 1,
-                    "logprobs": cfg.top_logprobs, "temperature": 0}
-            resp = client.complete(body, n_tokens=i)
-            check_prompt_count(resp, i, cfg)
+            resp = next_token_response(client, cfg, keys.tokenizer, ids[:i])
         except ApiRequestError:
             continue
         top, _, _ = generation(resp)

@@ -159,3 +159,14 @@ def test_concurrency_backs_off_against_a_one_slot_server(tiny, monkeypatch):
     assert client.stats["calls"] == 17 and client.limit.lowest < 8
     report = client.concurrency_report()
     assert report["concurrency_ceiling"] == 8 and report["concurrency_cuts"] >= 1
+
+
+def test_the_one_line_reason_is_found_in_rays_text_for_every_kind_of_fatal_error():
+    from scoring.api.client import fatal_in_text
+
+    text = ("ray.exceptions.RayTaskError(ApiRefused): ray::MapBatches(score)\n  File ...\n"
+            "scoring.api.client.ApiRefused: the server refused the request: HTTP 500: boom (http://h/v1, 7 tries)\n")
+    assert fatal_in_text(text) == "the server refused the request: HTTP 500: boom (http://h/v1, 7 tries)"
+    assert fatal_in_text("x\nSelfCheckFailed: --api-logprobs echo is refused\n") == "--api-logprobs echo is refused"
+    assert fatal_in_text("ApiFatal: http://h did not answer\n") == "http://h did not answer"
+    assert fatal_in_text("ValueError: something else") is None
