@@ -3,7 +3,7 @@
 `ray.cluster_utils.Cluster` is the harness Ray's own test suite uses: every node it adds is a separate raylet (own
 object store, own workers), registered with one head's GCS. The CLI runs as a subprocess with RAY_ADDRESS set to
 the head, exactly as a user's job joins a cluster; `remove_node(..., allow_graceful=False)` kills a node's raylet
-and workers the way a lost VM or an evicted pod does. Used by tests/integration/test_node_loss.py (one evaluate
+and workers the way a lost VM or an evicted pod does. Used by tests/jobs/plane/test_node_loss.py (one evaluate
 run in `make test`) and bench/chaos_bench.py (every job, in `make bench`).
 """
 from __future__ import annotations
@@ -65,7 +65,7 @@ def _forget_recorded_address() -> None:
 
 
 def parts_done(out: Path) -> int:
-    """Parts committed under OUT/_parts (jobs/part_store.py)."""
+    """Parts committed under OUT/_parts (jobs/plane/part_store.py)."""
     return len(list((Path(out) / "_parts").glob("*.done.json")))
 
 

@@ -14,8 +14,8 @@ from typing import Any, Iterator
 
 
 def _count_posts(path: str) -> dict[str, int]:
-    from curation.sources.se_dump import iter_post_rows, open_posts
-    from curation.sources.stackexchange import site_files
+    from curation.sources.stackexchange.dump import iter_post_rows, open_posts
+    from curation.sources.stackexchange.source import site_files
 
     counts = {"posts": 0, "questions": 0, "answers": 0}
     for site in site_files(path):
@@ -29,7 +29,7 @@ def _count_posts(path: str) -> dict[str, int]:
 
 def bench_stackexchange_parse(path: str, repeats: int = 3) -> dict[str, Any]:
     """Posts/s and questions/s of the Stack Exchange source on one core; the best of `repeats` runs."""
-    from curation.sources.stackexchange import iter_documents, site_files
+    from curation.sources.stackexchange.source import iter_documents, site_files
 
     counts = _count_posts(path)  # not timed: an independent count of what the timed runs read
     runs = []

@@ -61,8 +61,8 @@ def posts_path(work: Path) -> tuple[Path, bool, str]:
 def bench_parse_and_filter(path: str, repeats: int = 3) -> dict[str, Any]:
     """Posts/s of source + row-level stages on one core; the best of `repeats` runs (stages built beforehand)."""
     from curation.config import load_config
-    from curation.pipeline import _stages_for, annotate_records, to_record
-    from curation.sources.stackexchange import iter_documents
+    from curation.stages.pipeline import _stages_for, annotate_records, to_record
+    from curation.sources.stackexchange.source import iter_documents
 
     cfg = load_config(REPO / "jobs" / "configs" / "stackmia.yaml", [
         f"source.path={path}", "cutoffs.member_before=2015-02-01", "cutoffs.nonmember_after=2015-03-01"])

@@ -29,9 +29,9 @@ def bench_detectors(model_dir: str, texts: Sequence[str], *, log: Callable[[str]
 
     from scoring.detectors import parse_methods
     from scoring.detectors.dc_pdd import TOKEN_FREQ, count_tokens
-    from scoring.model import load_causal_lm
-    from scoring.scorer import Scorer
-    from scoring.tokenstats import TokenStats
+    from scoring.lm.model import load_causal_lm
+    from scoring.lm.scorer import Scorer
+    from scoring.lm.tokenstats import TokenStats
 
     model, tok = load_causal_lm(model_dir, device="cpu")
     vocab = len(tok)

@@ -20,7 +20,7 @@ from bench.detector_bench import SINGLE_PASS
 def bare_loop(model_dir: str, texts: Sequence[str]) -> dict:
     import torch
 
-    from scoring.model import load_causal_lm
+    from scoring.lm.model import load_causal_lm
 
     t0 = time.perf_counter()
     model, tok = load_causal_lm(model_dir, device="cpu")
@@ -40,8 +40,8 @@ def bare_loop(model_dir: str, texts: Sequence[str]) -> dict:
 
 
 def bare_scorer(model_dir: str, texts: Sequence[str]) -> dict:
-    from scoring.model import load_causal_lm
-    from scoring.scorer import Scorer
+    from scoring.lm.model import load_causal_lm
+    from scoring.lm.scorer import Scorer
 
     t0 = time.perf_counter()
     model, tok = load_causal_lm(model_dir, device="cpu")
@@ -62,9 +62,9 @@ def bench_host_side(model_dir: str, texts: Sequence[str]) -> dict:
     import pyarrow as pa
 
     from bench.curation_bench import _one_core
-    from scoring.model import load_causal_lm
-    from scoring.scorer import Scorer
-    from scoring.tasks import ScoreTask
+    from scoring.lm.model import load_causal_lm
+    from scoring.lm.scorer import Scorer
+    from scoring.lm.tasks import ScoreTask
 
     model, tok = load_causal_lm(model_dir, device="cpu")
     texts = list(texts)
@@ -100,7 +100,7 @@ def bench_e2e(model_dir: str, benchmark: Path, texts: Sequence[str], work: Path,
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import ray
 
-    from jobs.evaluate import EvaluateConfig, run_evaluate
+    from jobs.commands.evaluate import EvaluateConfig, run_evaluate
 
     if ray.is_initialized():
         ray.shutdown()

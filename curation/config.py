@@ -15,9 +15,9 @@ from typing import Any, Iterable
 
 import yaml
 
-from curation.debias import DEBIAS_DEFAULTS
+from curation.shift.debias import DEBIAS_DEFAULTS
 from curation.document import utc
-from curation.shift_audit import AUDIT_DEFAULTS
+from curation.shift.audit import AUDIT_DEFAULTS
 
 DEFAULTS: dict[str, Any] = {
     "name": "benchmark",
@@ -52,9 +52,9 @@ DEFAULTS: dict[str, Any] = {
     "per_bucket": 1000,  # max rows per label per bucket; null = no cap
     "balance": True,  # equal members and non-members per bucket
     "seed": 0,
-    # Blind-baseline audit of the release, stored in manifest["shift_audit"] (curation/shift_audit.py).
+    # Blind-baseline audit of the release, stored in manifest["shift_audit"] (curation/shift/audit.py).
     "shift_audit": dict(AUDIT_DEFAULTS),
-    # Debiased release mode, off by default (curation/debias.py); its report goes to manifest["debias"].
+    # Debiased release mode, off by default (curation/shift/debias.py); its report goes to manifest["debias"].
     "debias": dict(DEBIAS_DEFAULTS),
 }
 

@@ -18,18 +18,18 @@ app = typer.Typer(
 
 # One module per job; each defines `register(app)`. Order is the order shown in --help.
 JOB_MODULES = (
-    "jobs.build_benchmark",
-    "jobs.evaluate",
-    "jobs.rescore",
-    "jobs.demo",
-    "jobs.shift_audit",
-    "jobs.doc_mia",
-    "jobs.audit",
-    "jobs.unlearning_audit",
-    "jobs.contamination_study",
-    "jobs.dataset_inference",
-    "jobs.paraphrase",
-    "jobs.infra",
+    "jobs.commands.build_benchmark",
+    "jobs.commands.evaluate",
+    "jobs.commands.rescore",
+    "jobs.commands.demo",
+    "jobs.commands.shift_audit",
+    "jobs.commands.doc_mia",
+    "jobs.commands.audit",
+    "jobs.commands.unlearning_audit",
+    "jobs.commands.contamination_study",
+    "jobs.commands.dataset_inference",
+    "jobs.commands.paraphrase",
+    "jobs.commands.infra",
 )
 
 for _name in JOB_MODULES:
@@ -38,14 +38,14 @@ for _name in JOB_MODULES:
 
 @app.callback()
 def _name_the_command(ctx: typer.Context) -> None:
-    """Every progress line says which command wrote it (jobs/joblog.py)."""
-    from jobs.joblog import set_command
+    """Every progress line says which command wrote it (jobs/kit/log.py)."""
+    from jobs.kit.log import set_command
 
     if ctx.invoked_subcommand:
         set_command(ctx.invoked_subcommand)
 
-# No log line may carry a credential (jobs/redact.py): every record, from any logger, is scrubbed.
-importlib.import_module("jobs.redact").install_log_redaction()
+# No log line may carry a credential (jobs/kit/redact.py): every record, from any logger, is scrubbed.
+importlib.import_module("jobs.kit.redact").install_log_redaction()
 
 
 def main() -> None:  # pragma: no cover - console entry

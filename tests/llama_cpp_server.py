@@ -1,5 +1,5 @@
 """A real llama-cpp-python OpenAI-compatible server on 127.0.0.1, started and always stopped: used by the live test
-(tests/integration/test_llama_cpp_live.py) and by the script that records its answers
+(tests/scoring/api/test_llama_cpp_live.py) and by the script that records its answers
 (tests/fixtures/llama_cpp/record.py)."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A schema of the KubeRay RayJob fields that infra/kuberay/'s manifests use, and the rules it cannot express
-(tests/unit/test_infra_manifests.py). Field names and types are KubeRay's (ray-operator/apis/ray/v1: rayjob_types.go,
+(tests/jobs/commands/test_infra_manifests.py). Field names and types are KubeRay's (ray-operator/apis/ray/v1: rayjob_types.go,
 raycluster_types.go) and those of the Kubernetes core types they embed (PodTemplateSpec, Container, Volume, ...)."""
 from __future__ import annotations
 

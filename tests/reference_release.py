@@ -1,14 +1,14 @@
 """The first version's global steps, kept only as the reference the partitioned ones are checked against: one
-oldest-first pass over every row for dedup (curation/dedup.py before issue 15) and one in-memory sort per bucket
-for the balanced sample (curation/stages.py before issue 15). Not used by the tool."""
+oldest-first pass over every row for dedup (curation/stages/dedup.py before issue 15) and one in-memory sort per bucket
+for the balanced sample (curation/stages/filters.py before issue 15). Not used by the tool."""
 from __future__ import annotations
 
 from collections import defaultdict
 from typing import Any, Sequence
 
-from curation.dedup import band_keys, similarity
+from curation.stages.dedup import band_keys, similarity
 from curation.document import utc
-from curation.sampling import MEMBER, NONMEMBER, sample_rank
+from curation.stages.sampling import MEMBER, NONMEMBER, sample_rank
 
 Row = dict[str, Any]
 

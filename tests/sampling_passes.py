@@ -1,10 +1,10 @@
-"""The balanced sample as the build computes it (curation/sampling.py), over rows in memory cut into blocks: the
+"""The balanced sample as the build computes it (curation/stages/sampling.py), over rows in memory cut into blocks: the
 tests' way to call the passes with balanced_sample's old signature."""
 from __future__ import annotations
 
 from collections import Counter
 
-from curation import sampling
+from curation.stages import sampling
 
 
 def balanced_sample(rows: list[dict], *, per_bucket, seed: int, balance: bool = True, monthly_nonmembers=False,

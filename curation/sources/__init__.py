@@ -32,11 +32,11 @@ from typing import Any, Iterator, Mapping
 from curation.document import Document
 
 SOURCE_MODULES = {
-    "stackexchange": "curation.sources.stackexchange",
+    "stackexchange": "curation.sources.stackexchange.source",
     "files": "curation.sources.files",
     "arxiv": "curation.sources.arxiv",
-    "wikipedia": "curation.sources.wikipedia",
-    "wikipedia_dump": "curation.sources.wikipedia_dump",
+    "wikipedia": "curation.sources.wikipedia.api",
+    "wikipedia_dump": "curation.sources.wikipedia.dump",
 }
 
 

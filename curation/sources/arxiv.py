@@ -36,7 +36,7 @@ from typing import Any, Iterator, Mapping
 from xml.etree import ElementTree
 
 from curation.document import Document
-from curation.sources import storage
+from curation.io import storage
 
 STAGE = "source.arxiv"
 MANIFEST = "arXiv_src_manifest.xml"
@@ -63,7 +63,7 @@ def _bucket_prefix(path: str) -> tuple[str, str]:
 
 
 def make_client(cfg: Mapping[str, Any]):
-    """The arXiv bucket's client (curation/sources/storage.s3_client), in us-east-1 unless `region` says otherwise."""
+    """The arXiv bucket's client (curation/io/storage.s3_client), in us-east-1 unless `region` says otherwise."""
     return storage.s3_client({"region": cfg.get("region", "us-east-1"), "endpoint_url": cfg.get("endpoint_url")})
 
 

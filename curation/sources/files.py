@@ -25,7 +25,7 @@ from datetime import date, datetime, timezone
 from typing import Any, Iterator, Mapping
 
 from curation.document import Document, utc
-from curation.sources import storage
+from curation.io import storage
 
 FORMATS = {".jsonl": "jsonl", ".jsonl.gz": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".txt": "txt"}
 

@@ -61,7 +61,7 @@ class ApiConfig:
 
     @property
     def source(self) -> str:
-        """The token-stats `lp_source` of rows scored this way (scoring/tokenstats.py)."""
+        """The token-stats `lp_source` of rows scored this way (scoring/lm/tokenstats.py)."""
         return f"api:{self.method or self.mode}:top{self.top_logprobs}"
 
     def to_dict(self) -> dict:

@@ -47,7 +47,7 @@ class LoopbackServer:
             self.model = self.tokenizer = None
             name = self.replay["model"]
         else:
-            from scoring.model import load_causal_lm
+            from scoring.lm.model import load_causal_lm
 
             self.model, self.tokenizer = load_causal_lm(model_path, device="cpu")
         self.prompts, self.text_prefix = tuple(prompts), [int(t) for t in text_prefix]

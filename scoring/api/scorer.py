@@ -16,8 +16,8 @@ from scoring.api.client import ApiConfig, ApiRequestError, CompletionsClient
 from scoring.api.echo import echo_logprobs, echo_request, parse_echo
 from scoring.api.logit_bias import BiasExtractor, TokenKeys
 from scoring.api.prompts import check_echoed_tokens, prompt_of
-from scoring.scorer import Window, assemble, plan_windows, stats_columns
-from scoring.tokenstats import STAT_FIELDS
+from scoring.lm.scorer import Window, assemble, plan_windows, stats_columns
+from scoring.lm.tokenstats import STAT_FIELDS
 
 
 # ApiScorer.stats() fields that are levels, not counts: a part reports them as they are, a run combines them so.

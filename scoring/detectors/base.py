@@ -13,7 +13,7 @@ from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
-from scoring.tokenstats import TokenStats
+from scoring.lm.tokenstats import TokenStats
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class Method:
 @dataclass(frozen=True)
 class OnView:
     """A detector run on another view's token stats, as its own score column: e.g. Min-K% under the unlearned
-    model, which the scoring pool scores as the `ref` view (jobs/unlearning_audit.py)."""
+    model, which the scoring pool scores as the `ref` view (jobs/commands/unlearning_audit.py)."""
 
     method: Method
     view: str

@@ -2,7 +2,7 @@
 import numpy as np
 
 from scoring.detectors.base import mean_or_nan, register
-from scoring.views import LOWERCASE
+from scoring.lm.views import LOWERCASE
 
 
 @register("lowercase", needs=(LOWERCASE,))

@@ -2,7 +2,7 @@
 import numpy as np
 
 from scoring.detectors.base import register
-from scoring.views import neighbour_view
+from scoring.lm.views import neighbour_view
 
 
 def _neighbours(params) -> tuple[str, ...]:
@@ -17,7 +17,7 @@ def passage_loss(lp: np.ndarray) -> float:
 @register("neighbour", needs=_neighbours, n=25, dropout=0.7, seed=0)
 def neighbour(stats, views, n, dropout, seed):
     """mean over the passage's neighbours of loss(neighbour) − loss(passage), loss = mean token NLL under the
-    target model. Neighbours swap one word for a masked LM's pick (--neighbour-model; scoring/neighbours.py).
+    target model. Neighbours swap one word for a masked LM's pick (--neighbour-model; scoring/lm/neighbours.py).
     A member sits in a dip of the loss: its neighbours cost more, so larger = member. Neighbours the MLM could not
     offer (short passages) are left out of the mean; none at all gives NaN. Cost: 1 + n target passes."""
     copies = [views[v] for v in _neighbours({"dropout": dropout, "seed": seed, "n": n})]

@@ -2,7 +2,7 @@
 import numpy as np
 
 from scoring.detectors.base import register, top_k_mean, bottom_k_mean
-from scoring.views import pac_view
+from scoring.lm.views import pac_view
 
 
 def polarized_distance(lp: np.ndarray, k1: float, k2: float) -> float:

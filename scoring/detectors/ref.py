@@ -2,7 +2,7 @@
 import numpy as np
 
 from scoring.detectors.base import mean_or_nan, register
-from scoring.views import REF
+from scoring.lm.views import REF
 
 
 @register("ref", needs=(REF,))

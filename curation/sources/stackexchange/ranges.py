@@ -1,0 +1,207 @@
+"""A Stack Exchange Posts.xml parsed in parallel: byte ranges aligned to line starts, and the answers' pass as a
+partitioned aggregation keyed by question id.
+
+Every `<row .../>` of a dump is one line (bodies encode their newlines as `&#xA;`), so a range [start, end) owns
+each line that *starts* inside it: a reader seeks to start − 1, skips to the next line break, and reads lines
+until it passes end (the last line may run past end; the next range skips it). No row is cut or read twice.
+
+Thread activity needs the latest answer per question, and answers may sit anywhere in the file, so:
+  1. scan (per range, parallel): answer rows only → (question id, whole UTC epoch seconds) pairs, reduced to the
+     latest per question and split into P partitions by question id mod P;
+  2. reduce (per partition, parallel): the ranges' pieces of one partition → one array sorted by question id;
+  3. parse (per range, parallel): question rows → documents, each looking its question id up in partition
+     id mod P (a binary search in a sorted uint32 array, shared read-only through Ray's object store).
+No process ever holds a per-site map; the job's driver holds only object references.
+
+A line that is not a row (the XML declaration, DOCTYPE, <posts>) is skipped; a line that should be a row but does
+not parse, or a question row without its dates, becomes a quarantine document (reason `broken_row` / `bad_row`).
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from curation.document import Document, utc
+from curation.io import storage
+
+RANGE_BYTES = 64 << 20  # ~60k posts of a typical site: many tasks per site, each a few seconds
+MAX_PARTITIONS = 64
+STAGE = "parse"
+_STRUCTURE = (b"<?xml", b"<!DOCTYPE", b"<posts", b"</posts")
+_ANSWER = b'PostTypeId="2"'
+
+
+def byte_ranges(size: int, range_bytes: int = RANGE_BYTES) -> list[list[int]]:
+    n = max(1, -(-int(size) // int(range_bytes)))
+    return [[k * range_bytes, min(size, (k + 1) * range_bytes)] for k in range(n)]
+
+
+def iter_lines(path: str, start: int, end: int, **opts: Any) -> Iterator[tuple[int, bytes]]:
+    """(byte offset, line) for every line that starts in [start, end)."""
+    begin = max(0, int(start) - 1)
+    with storage.open_binary(path, begin, **opts) as stream:
+        pos = begin
+        if start > 0:  # the line that starts before `start` (or at start − 1's break) belongs to the range before
+            pos += len(stream.readline())
+        while pos < end:
+            line = stream.readline()
+            if not line:
+                return
+            yield pos, line
+            pos += len(line)
+
+
+def _parser():
+    from lxml import etree
+
+    # Untrusted input: no DTD loading, no entity expansion, no network; huge_tree for very long bodies.
+    return etree.XMLParser(resolve_entities=False, load_dtd=False, no_network=True, huge_tree=True)
+
+
+def row_attributes(line: bytes, parser) -> dict[str, str] | None:
+    """A row line's attributes; None for the file's structure lines; raises ValueError for a broken row."""
+    from lxml import etree
+
+    s = line.strip().lstrip(b"\xef\xbb\xbf")
+    if not s or s.startswith(_STRUCTURE):
+        return None
+    if not s.startswith(b"<row"):
+        raise ValueError(f"not a <row> line: {s[:80]!r}")
+    try:
+        return dict(etree.fromstring(s, parser).attrib)
+    except etree.XMLSyntaxError as exc:
+        raise ValueError(f"broken XML: {exc}") from None
+
+
+# ---------------------------------------------------------------- the answers' aggregation
+
+def latest_per_question(pairs: np.ndarray) -> np.ndarray:
+    """(question id, seconds) rows → one row per question id, the latest seconds, sorted by question id."""
+    if not len(pairs):
+        return np.zeros((0, 2), dtype=np.uint32)
+    order = np.lexsort((pairs[:, 1], pairs[:, 0]))
+    pairs = pairs[order]
+    last = np.r_[pairs[1:, 0] != pairs[:-1, 0], True]
+    return np.ascontiguousarray(pairs[last], dtype=np.uint32)
+
+
+def scan_answers(shard: Mapping[str, Any], partitions: int) -> list[np.ndarray]:
+    """One range's answers, reduced and split into `partitions` arrays by question id mod partitions."""
+    parser, qids, secs = _parser(), [], []
+    start, end = shard["byte_range"]
+    for _, line in iter_lines(shard["path"], start, end, **storage.s3_options(shard)):
+        if _ANSWER not in line:
+            continue
+        try:
+            row = row_attributes(line, parser)
+        except ValueError:
+            continue  # the question pass quarantines broken rows
+        if row and row.get("PostTypeId") == "2" and row.get("ParentId") and row.get("CreationDate"):
+            try:
+                qids.append(int(row["ParentId"]))
+                secs.append(int(utc(row["CreationDate"]).timestamp()))
+            except ValueError:
+                continue
+    pairs = latest_per_question(np.asarray([qids, secs], dtype=np.int64).T.reshape(-1, 2))
+    part = pairs[:, 0] % partitions
+    return [pairs[part == p] for p in range(partitions)]
+
+
+def merge_answers(*pieces: np.ndarray) -> np.ndarray:
+    """One partition's pieces from every range → sorted by question id, the latest answer each."""
+    return latest_per_question(np.concatenate(pieces) if pieces else np.zeros((0, 2), np.uint32))
+
+
+class AnswerLookup:
+    """Latest answer time of a question from the P partition arrays (each sorted by question id)."""
+
+    def __init__(self, partitions: Sequence[np.ndarray]):
+        self.parts = list(partitions)
+
+    def get(self, question_id: int) -> datetime | None:
+        part = self.parts[question_id % len(self.parts)]
+        i = int(np.searchsorted(part[:, 0], question_id))
+        if i < len(part) and int(part[i, 0]) == question_id:
+            return datetime.fromtimestamp(int(part[i, 1]), tz=timezone.utc)
+        return None
+
+
+def partitions_for(n_ranges: int) -> int:
+    return max(1, min(MAX_PARTITIONS, int(n_ranges)))
+
+
+# ---------------------------------------------------------------- the question pass
+
+def _quarantined(doc_id: str, reason: str, detail: str, site: str) -> Document:
+    return Document(id=doc_id, source="stackexchange", title="", text="",
+                    created_at=datetime(1970, 1, 1, tzinfo=timezone.utc), url="",
+                    meta={"site": site, "quarantine": {"stage": STAGE, "reason": reason, "detail": detail[:500]}})
+
+
+def broken_dump_document(path: str, domain: str, detail: str) -> Document:
+    """A site dump that could not be decompressed or parsed: one quarantine document, so the job counts it."""
+    from curation.sources.stackexchange.posts import site_name
+
+    site = site_name(domain)
+    return _quarantined(f"stackexchange:{site}:dump", "broken_dump", f"{path}: {detail}", site)
+
+
+def iter_range_documents(shard: Mapping[str, Any], answers: AnswerLookup) -> Iterator[Document]:
+    """The questions of one range (and a quarantine document per broken row), in file order."""
+    from curation.sources.stackexchange.posts import QUESTION, question_document, site_name
+
+    domain = shard["site"]
+    site = site_name(domain)
+    parser = _parser()
+    start, end = shard["byte_range"]
+    for offset, line in iter_lines(shard["path"], start, end, **storage.s3_options(shard)):
+        try:
+            row = row_attributes(line, parser)
+        except ValueError as exc:
+            yield _quarantined(f"stackexchange:{site}:byte{offset}", "broken_row", f"byte {offset}: {exc}", site)
+            continue
+        if row is None or row.get("PostTypeId") != QUESTION:
+            continue
+        try:
+            yield question_document(row, domain, answers.get(int(row["Id"])))
+        except (KeyError, ValueError) as exc:
+            rid = row.get("Id") or f"byte{offset}"
+            yield _quarantined(f"stackexchange:{site}:{rid}", "bad_row", f"{type(exc).__name__}: {exc}", site)
+
+
+# ---------------------------------------------------------------- a .7z, staged once so that it can be split
+
+def stage_archive(archive: str, staging: str, domain: str, **opts: Any) -> str:
+    """The Posts.xml of a site .7z, decompressed once (streamed) to `staging` (a directory or an s3:// prefix that
+    every worker can read) and reused while the archive is unchanged; returns its path. The `_COMPLETE` marker is
+    written last, so an interrupted extraction is redone, never half-used."""
+    import hashlib
+    import json
+    import os
+    import posixpath
+
+    from curation.sources.stackexchange.dump import open_posts
+
+    if storage.is_s3(archive):
+        info = storage.describe(archive, **opts)  # HEAD: size and ETag
+        ident = [archive, info["bytes"], info.get("etag")]
+    else:
+        st = os.stat(archive)
+        ident = [os.path.abspath(archive), st.st_size, st.st_mtime_ns]
+    key = f"{domain}-{hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:12]}"
+    join = posixpath.join if storage.is_s3(staging) else os.path.join
+    target, marker = join(staging, key, "Posts.xml"), join(staging, key, "_COMPLETE")
+    if storage.exists(marker, **opts) and storage.exists(target, **opts):
+        return target
+    with open_posts(archive, **opts) as stream:
+        n = storage.write_stream(target, stream, **opts)
+    storage.write_stream(marker, _bytes_stream(json.dumps({"archive": ident, "bytes": n}).encode()), **opts)
+    return target
+
+
+def _bytes_stream(data: bytes):
+    import io
+
+    return io.BytesIO(data)

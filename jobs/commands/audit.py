@@ -1,0 +1,397 @@
+"""`tidemark audit`: what share of a corpus (books, papers, a benchmark) did a model train on?
+
+Calibrate a detector's threshold on known members and non-members, cut every target document into seeded
+random snippets on the workers (jobs/parts/audit_snippets.py), score them part by part on the scoring pool that
+`evaluate` uses (jobs/plane/part_loop.py), aggregate the score columns on the driver (jobs/parts/audit_results.py), then
+report per-document contamination rates with binomial CIs, the corpus mean, the flagged share,
+the FPR-corrected share and evidence. The arithmetic lives in scoring/audits/corpus.py and scoring/stats/proportions.py.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import typer
+
+from curation.io.ledger import quarantine_table
+from jobs.kit.report_out import run_and_print_report, write_html
+from jobs.kit.served_model import ServedFields, drop_full_distribution, run_record, with_served_options
+
+
+
+@dataclass
+class AuditConfig(ServedFields):
+    target: str
+    model: str
+    out: str
+    calibration: Optional[str] = None  # a labelled benchmark file/release: one example = one snippet
+    calib_members: Optional[str] = None  # or two folders of documents, snippeted like the target
+    calib_nonmembers: Optional[str] = None
+    detector: str = "min_k@k=0.2"
+    objective: str = "accuracy"  # accuracy | fpr (then target_fpr)
+    target_fpr: float = 0.05
+    snippets: int = 100
+    snippet_words: int = 512
+    min_words: int = 8
+    reference_corpus: Optional[str] = None
+    ngram: int = 13
+    top_k: int = 3
+    ci: str = "wilson"
+    n_bootstrap: int = 2000
+    seed: int = 0
+    ref_model: Optional[str] = None
+    ref_corpus: Optional[str] = None
+    shard_size: int = 1000  # snippets per scoring part (the unit of work, writing and resume)
+    report_documents: int = 1000  # documents listed with evidence in report.json (all are in documents.parquet)
+    progress: bool = True
+
+
+def resolve_detector(spec: str, ref_model: str | None):
+    from scoring.detectors import parse_method
+
+    try:
+        method = parse_method(spec)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--detector") from None
+    if "prefixed" in method.needs:
+        raise typer.BadParameter("ReCaLL needs a non-member prefix per text; it is not supported in audits",
+                                 param_hint="--detector")
+    if "ref" in method.needs and not ref_model:
+        raise typer.BadParameter(f"{spec} needs --ref-model", param_hint="--detector")
+    return method
+
+
+def audit_spec(cfg: AuditConfig, method, served=None):
+    """What the audit asks of the scoring pool: the target model's views, and the reference model's if needed."""
+    from jobs.plane.scoring_pool import ModelBranch
+
+    views = ("original", *[v for v in method.needs if v not in ("ref", "token_freq")])
+    branches = [served.branch(views) if served else ModelBranch(cfg.model, views)]
+    if "ref" in method.needs:
+        branches.append(ModelBranch(cfg.ref_model, ("original",), rename_original="ref"))
+    return cfg.pool_spec(branches)
+
+
+def staging_tasks(cfg: AuditConfig, benchmark: bool) -> list[dict]:
+    from jobs.parts.audit_snippets import plan_tasks
+
+    common = {"snippets": cfg.snippets, "snippet_words": cfg.snippet_words, "min_words": cfg.min_words,
+              "seed": cfg.seed}
+    tasks = plan_tasks("target", cfg.target, id_prefix="", label=-1, whole=benchmark, **common)
+    if cfg.calibration:
+        # A release directory: its rows are under data/ (excluded/ holds the dropped rows, which have no label).
+        spec = Path(cfg.calibration)
+        spec = spec / "data" if spec.is_dir() and (spec / "data").is_dir() else spec
+        tasks += plan_tasks("calibration", str(spec), id_prefix="calib:", label=None, whole=True, **common)
+    else:
+        for label, spec in ((1, cfg.calib_members), (0, cfg.calib_nonmembers)):
+            tasks += [dict(t, task=t["task"] + 100_000 * label) for t in
+                      plan_tasks("calibration", spec, id_prefix=f"calib{label}:", label=label, whole=False, **common)]
+    return tasks
+
+
+def _validate(cfg: AuditConfig):
+    if bool(cfg.calibration) == bool(cfg.calib_members or cfg.calib_nonmembers):
+        raise typer.BadParameter("give either --calibration FILE or both --calib-members and --calib-nonmembers")
+    if not cfg.calibration and not (cfg.calib_members and cfg.calib_nonmembers):
+        raise typer.BadParameter("--calib-members and --calib-nonmembers go together")
+    if cfg.objective not in ("accuracy", "fpr"):
+        raise typer.BadParameter("--objective must be accuracy or fpr")
+    if cfg.snippets < 1 or cfg.snippet_words < 1:
+        raise typer.BadParameter("--snippets and --snippet-words must be positive")
+    return resolve_detector(cfg.detector, cfg.ref_model)
+
+
+def run_audit(cfg: AuditConfig) -> dict:
+    """Plan on the driver; snippets are cut (jobs/parts/audit_snippets.py) and scored (jobs/plane/part_loop.py) on the
+    workers; the driver aggregates score columns (jobs/parts/audit_results.py)."""
+    import pyarrow.parquet as pq
+    from tqdm import tqdm
+
+    from jobs.parts import audit_results as results
+    from jobs.parts.audit_snippets import fetch_texts, run_staging
+    from jobs.plane.driver_memory import trim
+    from jobs.parts.reference_corpus import iter_texts
+    from jobs.parts.doc_inputs import ROW_SUFFIXES, document_files
+    from jobs.commands.evaluate import PhaseClock, token_freq_from_corpus
+    from jobs.kit.runtime import start_driver
+    from jobs.plane.part_loop import score_benchmark
+    from jobs.plane.part_store import read_parts
+    from jobs.kit.identity import json_digest, model_identity, open_output, publish, tool_version
+    from jobs.kit.output_store import Location
+    from scoring.audits.corpus import NgramIndex, calibrate, corpus_summary, plot_rates, plot_scores, report_markdown
+    from scoring.audits.corpus import top_snippets
+    from scoring.reports.audit_page import audit_page
+    from scoring.stats.metrics import roc_auc
+
+    t0 = time.perf_counter()
+    phases = PhaseClock()
+    method = _validate(cfg)
+    served = cfg.served()  # a served model is probed once, before anything else (a few requests)
+    drop_full_distribution([method], method.column, served)  # refused over an API unless topk= accepts it
+    dest, out = open_output(cfg.out)  # a local directory or an s3:// prefix; `_SUCCESS` is written last
+    files, _ = document_files(cfg.target)
+    benchmark = all(f.suffix.lower() in ROW_SUFFIXES for f in files)
+    index = None
+    if cfg.reference_corpus:  # built once here (8 bytes per distinct n-gram) and shipped to the staging tasks
+        index = NgramIndex(tqdm(iter_texts(cfg.reference_corpus), desc="reference n-grams", disable=not cfg.progress),
+                           n=cfg.ngram)
+    tasks = staging_tasks(cfg, benchmark)
+    phases.lap("plan")
+    start_driver()
+    dest.delete_tree("_staging")
+    staged = run_staging(tasks, dest.uri, index, cfg.progress)
+    phases.lap("snippets (workers)")
+    n_staged = {r: sum(s["snippets"] for s in staged if s["role"] == r) for r in ("target", "calibration")}
+    if not n_staged["target"]:
+        raise RuntimeError(f"no readable target document in {cfg.target} "
+                           f"({sum(s['documents_quarantined'] for s in staged if s['role'] == 'target')} quarantined)")
+
+    scoring = Location(dest.child("scoring"))
+    ref_freq = token_freq_from_corpus(cfg.tokenizer_path, cfg.ref_corpus) if (
+        "token_freq" in method.needs and cfg.ref_corpus) else None
+    settings = {k: v for k, v in asdict(cfg).items() if k in (
+        "detector", "snippets", "snippet_words", "min_words", "seed", "context", "stride", "batch_size",
+        "actors", "gpus_per_actor")}
+
+    def fingerprint(prefix_text, prefix_ids, token_freq):
+        from jobs.kit.identity import sha256_bytes
+
+        freq = None if token_freq is None else sha256_bytes(np.ascontiguousarray(token_freq).tobytes())
+        return json_digest({"settings": settings,
+                        "model": served.identity() if served else model_identity(cfg.model),
+                        "ref_model": model_identity(cfg.ref_model), "token_freq": freq, "tool": tool_version()})
+
+    run = score_benchmark(benchmark=dest.child("_staging/snippets"), requester_pays=False,
+                          rows_per_part=cfg.shard_size, dest=scoring, spec_for=lambda _: audit_spec(cfg, method, served),
+                          methods=[method], seed=cfg.seed, count_tokens_of=cfg.tokenizer_path if "token_freq" in method.needs
+                          else None, token_freq=ref_freq, fingerprint_for=fingerprint, progress=cfg.progress)
+    run.ledger.check("audit scoring")
+    phases.lap("score (workers)")
+
+    scores = read_parts(scoring, "scores.parquet", ["id", "label", method.column])
+    if scores is None:
+        raise RuntimeError(f"no snippet could be scored; see {scoring.child('quarantine.parquet')}")
+    tgt = results.role_scores(scores, method.column, "target")
+    cal = results.role_scores(scores, method.column, "calibration")
+    del scores  # each role keeps its own arrays; the driver holds each score once
+    try:  # the threshold, and TPR/FPR at it with documents as clusters
+        calib = calibrate(cal.labels, cal.scores, cal.codes, objective=cfg.objective, target_fpr=cfg.target_fpr)
+    except ValueError as exc:
+        raise RuntimeError(f"calibration failed: {exc}") from None
+    th = calib.threshold.value
+    documents, unscored, duplicates = results.documents_table(dest, "target", tgt, th, cfg.ci)
+    listed = results.report_rows(documents, cfg.report_documents)
+    want_codes = np.asarray(pc_index(tgt.doc_ids, listed["id"]), dtype=np.int64)
+    top = top_snippets(tgt.codes, tgt.scores, cfg.top_k, wanted=want_codes)
+    top_ids = {code: [tgt.ids[j].as_py() for j in js] for code, js in top.items()}
+    score_of = {tgt.ids[j].as_py(): float(tgt.scores[j]) for js in top.values() for j in js}
+    wanted = {sid for sids in top_ids.values() for sid in sids}
+    phases.lap("rates")
+
+    names = [n for s in staged for n in s["files"]]
+    snip = results.snippet_pass(dest, names, {"target": tgt, "calibration": cal}, th, wanted,
+                                out / "snippets.parquet")
+    by_file: dict[str, set[str]] = {}
+    for sid, w in snip["where"].items():
+        by_file.setdefault(w["file"], set()).add(sid)
+    texts = fetch_texts(dest.uri, by_file)
+    phases.lap("snippets table and evidence")
+
+    doc_rows = []
+    for d, code in zip(listed.to_pylist(), want_codes.tolist()):
+        row = {"id": d["id"], "n_snippets": d["n_snippets"], "n_flagged": d["n_flagged"], "rate": d["rate"],
+               "rate_ci": [d["rate_lo"], d["rate_hi"]], "max_score": d["max_score"], "path": d["path"],
+               "n_words": d["n_words"],
+               "top_snippets": [{"index": snip["where"][sid]["index"], "start_word": snip["where"][sid]["start_word"],
+                                 "score": score_of[sid], "flagged": bool(score_of[sid] >= th), "text": texts[sid]}
+                                for sid in top_ids.get(code, [])]}
+        if cfg.reference_corpus:
+            row["ngram_overlap"] = {"n_ngrams": d["ngram_n_ngrams"], "n_matched": d["ngram_n_matched"],
+                                    "share": d["ngram_share"], "examples": d["ngram_examples"]}
+        doc_rows.append(row)
+
+    rates = documents["rate"].to_numpy()
+    corpus = corpus_summary(tgt.scores, tgt.codes, rates, calib, benchmark=benchmark, ci_method=cfg.ci,
+                            n_bootstrap=cfg.n_bootstrap, seed=cfg.seed,
+                            calib_flags=((cal.scores[cal.labels == 1] >= th, cal.codes[cal.labels == 1]),
+                                         (cal.scores[cal.labels == 0] >= th, cal.codes[cal.labels == 0])))
+    if cfg.reference_corpus:
+        share = np.asarray(documents["ngram_share"].to_numpy(zero_copy_only=False), dtype=np.float64)
+        matched = np.asarray(documents["ngram_n_matched"].to_numpy(zero_copy_only=False), dtype=np.float64)
+        corpus["ngram_overlap"] = {"n": cfg.ngram, "reference": cfg.reference_corpus, "reference_texts": index.n_texts,
+                                   "documents_with_any_match": int((matched > 0).sum()),
+                                   "mean_share": float(np.mean(share[np.isfinite(share)]))
+                                   if np.isfinite(share).any() else float("nan")}
+
+    # ---- accounting: every document and snippet in is scored or quarantined, per role
+    quarantine = results.snippet_quarantine(scoring, tgt, cal, method.column)
+    cal_docs = results.documents_table(dest, "calibration", cal, th, cfg.ci)
+    for ids, role, reason, detail in (
+            (duplicates, "target", "duplicate_id", "an earlier document has the same id"),
+            (unscored, "target", "score_failed", "no snippet of this document could be scored"),
+            (cal_docs[2], "calibration", "duplicate_id", "an earlier document has the same id"),
+            (cal_docs[1], "calibration", "score_failed", "no snippet of this document could be scored")):
+        quarantine += [{"id": i, "stage": "score" if reason == "score_failed" else "read", "reason": reason,
+                        "detail": detail, "role": role, "unit": "document"} for i in ids]
+    staged_q = {r: sum(s["documents_quarantined"] for s in staged if s["role"] == r) for r in n_staged}
+
+    def n_q(role: str, unit: str) -> int:
+        return sum(1 for x in quarantine if x["role"] == role and x["unit"] == unit) + (
+            staged_q[role] if unit == "document" else 0)
+
+    counts = {}
+    for role, rs, scored_docs in (("target", tgt, documents.num_rows), ("calibration", cal, cal_docs[0].num_rows)):
+        counts[role] = {"documents_in": sum(s["documents_in"] for s in staged if s["role"] == role),
+                        "documents_scored": scored_docs, "documents_quarantined": n_q(role, "document"),
+                        "snippets_planned": n_staged[role], "snippets_scored": int(rs.scores.size),
+                        "snippets_quarantined": n_q(role, "snippet")}
+    for part, c in counts.items():  # every input is accounted for, or the run fails loudly
+        if c["documents_in"] != c["documents_scored"] + c["documents_quarantined"] or \
+                c["snippets_planned"] != c["snippets_scored"] + c["snippets_quarantined"]:
+            raise RuntimeError(f"{part} accounting does not reconcile: {c}")
+
+    warnings = []
+    med_t = float(np.median(snip["words"]["target"])) if snip["words"]["target"].size else float("nan")
+    med_c = float(np.median(snip["words"]["calibration"])) if snip["words"]["calibration"].size else float("nan")
+    if np.isfinite(med_t) and np.isfinite(med_c) and max(med_t, med_c) > 1.5 * min(med_t, med_c):
+        warnings.append(f"calibration snippets (median {med_c:.0f} words) and target snippets (median {med_t:.0f} "
+                        "words) differ in length; detector scores depend on length, so the threshold may not transfer")
+    auc = roc_auc(cal.labels, cal.scores)
+    if not auc > 0.6:
+        warnings.append(f"calibration AUC is {auc:.3f}: the detector barely separates known members from non-members "
+                        "for this model, so rates are mostly noise")
+    n_small = min(calib.n_members, calib.n_non_members)
+    if n_small < 20:
+        warnings.append(f"only {n_small} calibration snippets in the smaller class: TPR/FPR are rough")
+    if documents.num_rows > listed.num_rows:
+        warnings.append(f"report.json lists the {listed.num_rows} documents with the highest max score of "
+                        f"{documents.num_rows}; documents.parquet holds them all")
+
+    trim()  # the aggregation's temporaries are freed: return them before the plots allocate (the driver's peak)
+    plots = ["scores_hist.png"]
+    plot_scores(tgt.scores, cal.scores[cal.labels == 1], cal.scores[cal.labels == 0], th, method.column,
+                out / "scores_hist.png")
+    if not benchmark:
+        plot_rates(rates, corpus["mean_rate"], out / "rates_hist.png")
+        plots.append("rates_hist.png")
+    pq.write_table(documents.drop_columns(["role"]), out / "documents.parquet")
+    pred = (cal.scores >= th).astype(int)
+    report = {
+        "target": cfg.target, "model": cfg.model, "detector": method.column,
+        "mode": "benchmark" if benchmark else "documents",
+        "calibration": {"source": f"benchmark {cfg.calibration}" if cfg.calibration else
+                        f"members {cfg.calib_members}, non-members {cfg.calib_nonmembers}",
+                        "objective": calib.threshold.objective,
+                        "target_fpr": cfg.target_fpr if cfg.objective == "fpr" else None,
+                        "threshold": th, "n_members": calib.n_members, "n_non_members": calib.n_non_members,
+                        "tpr": calib.tpr, "fpr": calib.fpr, "accuracy": float((pred == cal.labels).mean()),
+                        "auc": auc},
+        "corpus": corpus, "counts": counts, "documents": doc_rows,
+        "documents_listed": f"{len(doc_rows)} of {documents.num_rows} (all in documents.parquet)",
+        "warnings": warnings, "plots": plots, "quarantine_reasons": _reason_counts(quarantine, staged),
+        "parts": run.stats, "config": asdict(cfg), "seconds": round(time.perf_counter() - t0, 2),
+        "phases_s": phases.laps, "served_model": run_record(served, run.stats.get("api")),
+    }
+    (out / "report.json").write_text(json.dumps(report, indent=2, default=float))
+    (out / "report.md").write_text(report_markdown(report))
+    write_html(out, audit_page(report, out))
+    _write_quarantine(dest, out / "quarantine.parquet", quarantine)
+    dest.delete_tree("_staging/snippets")  # the texts were only the scorer's input; metadata stays
+    publish(dest, out, {"job": "audit", "counts": counts})
+    return {"report": str(out / "report.md"), "json": str(out / "report.json"), "corpus": corpus,
+            "counts": counts, "seconds": report["seconds"]}
+
+
+def pc_index(values, ids):
+    """Positions of `ids` in the sorted array `values`."""
+    import pyarrow.compute as pc
+
+    return pc.index_in(ids, value_set=values).to_numpy(zero_copy_only=False)
+
+
+def _write_quarantine(dest, path: Path, records: list[dict]) -> None:
+    """quarantine.parquet/ as parts: the staging tasks' document rows (copied a part at a time) and this run's."""
+    import pyarrow.parquet as pq
+
+    path.mkdir(parents=True, exist_ok=True)
+    for name in [n for n in dest.list("_staging/quarantine") if n.endswith(".parquet")]:
+        pq.write_table(dest.read_parquet(name), path / f"part-staged-{name.rsplit('/', 1)[-1]}")
+    pq.write_table(quarantine_table(records, context=("role", "unit")), path / "part-scored.parquet")
+
+
+def _reason_counts(quarantine: list[dict], staged: list[dict]) -> dict:
+    out: dict[str, int] = {}
+    for s in staged:
+        for reason, n in s["reasons"].items():
+            key = f"{s['role']}/document/{reason}"
+            out[key] = out.get(key, 0) + n
+    for x in quarantine:
+        key = f"{x['role']}/{x['unit']}/{x['reason']}"
+        out[key] = out.get(key, 0) + 1
+    return out
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("audit")
+    @with_served_options
+    def audit(
+        target: str = typer.Option(..., "--target", "--corpus",
+                                   help="what to audit: a folder (recursive) or glob of .txt documents, or a jsonl/Parquet "
+                                        "benchmark (GSM8K-style question/answer, or text/input; one row = one example)"),
+        model: str = typer.Option(..., help="HF causal LM: local dir, hub id, FILE.gguf, DIR::FILE.gguf, or `smollm2`; "
+                                  "with --api-base, the served model's name"),
+        out: str = typer.Option(..., help="output directory (report.json, report.md, report.html, plots, "
+                                "snippets.parquet)"),
+        calibration: Optional[str] = typer.Option(
+            None, help="labelled calibration benchmark (jsonl/Parquet/release; `label` 1 = member); one row = one snippet"),
+        calib_members: Optional[str] = typer.Option(None, help="folder/glob of documents known to be in the training data"),
+        calib_nonmembers: Optional[str] = typer.Option(None, help="folder/glob of documents known not to be (e.g. newer)"),
+        detector: str = typer.Option("min_k@k=0.2", help="one detector spec, e.g. min_k@k=0.2, min_k_pp, loss"),
+        objective: str = typer.Option("accuracy", help="threshold: accuracy (max accuracy) or fpr (see --target-fpr)"),
+        target_fpr: Optional[float] = typer.Option(None, help="calibrate at this FPR instead (implies --objective fpr)"),
+        snippets: int = typer.Option(100, help="random snippets per document (seeded per document id)"),
+        snippet_words: int = typer.Option(512, help="words per snippet; a shorter document is one snippet"),
+        min_words: int = typer.Option(8, help="documents/rows with fewer words are quarantined (too_short)"),
+        reference_corpus: Optional[str] = typer.Option(None, help="text/jsonl file or folder: exact n-gram overlap evidence"),
+        ngram: int = typer.Option(13, help="n for the exact n-gram overlap"),
+        top_k: int = typer.Option(3, help="top-scoring snippets listed per document as evidence"),
+        ci: str = typer.Option("wilson", help="binomial CI for rates: wilson or clopper-pearson"),
+        n_bootstrap: int = typer.Option(2000, help="bootstrap resamples for corpus-level intervals"),
+        seed: int = typer.Option(0, help="seed for snippets and bootstraps"),
+        actors: int = typer.Option(1, help="scorer actors (model replicas)"),
+        gpus_per_actor: float = typer.Option(0.0, help="GPUs per scorer actor (0 = CPU)"),
+        batch_size: Optional[int] = typer.Option(None, help="sequences per forward pass (default: 64 on GPU; on CPU up to 16 within 2,048 tokens)"),
+        context: Optional[int] = typer.Option(None, help="window length in tokens (default: model max, ≤2048)"),
+        stride: Optional[int] = typer.Option(None, help="window stride for long snippets (default: context/2)"),
+        ref_model: Optional[str] = typer.Option(None, help="reference model, for the `ref` detector"),
+        ref_corpus: Optional[str] = typer.Option(None, help="token-frequency corpus, for the `dc_pdd` detector"),
+        shard_size: int = typer.Option(1000, min=1, help="about this many snippets per scoring part (each part is "
+                                       "scored and written on the workers and committed under OUT/scoring/_parts/, "
+                                       "so a restarted audit resumes)"),
+        report_documents: int = typer.Option(1000, min=1, help="documents listed with evidence in report.json "
+                                             "(the highest max scores when there are more; documents.parquet has all)"),
+        quiet: bool = typer.Option(False, help="no progress bars"),
+        served: dict = None,
+    ):
+        """Estimate how much of a corpus or benchmark a model trained on: calibrated per-document contamination
+        rates with CIs, the corpus mean, the FPR-corrected share, and evidence (top snippets, 13-gram overlap)."""
+        if target_fpr is not None:
+            if not 0 < target_fpr < 1:
+                raise typer.BadParameter("--target-fpr must be in (0, 1)")
+            objective = "fpr"
+        if ci not in ("wilson", "clopper-pearson"):
+            raise typer.BadParameter("--ci must be wilson or clopper-pearson")
+        cfg = AuditConfig(target=target, model=model, out=out, calibration=calibration, calib_members=calib_members,
+                          calib_nonmembers=calib_nonmembers, detector=detector, objective=objective,
+                          target_fpr=target_fpr if target_fpr is not None else 0.05, snippets=snippets,
+                          snippet_words=snippet_words, min_words=min_words, reference_corpus=reference_corpus,
+                          ngram=ngram, top_k=top_k, ci=ci, n_bootstrap=n_bootstrap, seed=seed, actors=actors,
+                          gpus_per_actor=gpus_per_actor, batch_size=batch_size, context=context, stride=stride,
+                          ref_model=ref_model, ref_corpus=ref_corpus, shard_size=shard_size,
+                          report_documents=report_documents, progress=not quiet, **served)
+        run_and_print_report(run_audit, cfg)

@@ -1,0 +1,333 @@
+"""`tidemark doc-mia`: was this whole document (a book, a paper) in the training data? Meeus et al.'s
+document-level membership inference: windowed token stats over whole documents (scored part by part on the shared
+scoring pool, jobs/parts/documents.py), normalised per token, turned into document features on the workers
+(jobs/parts/doc_mia_grid.py), classified by a random forest under k-fold CV on the driver, over the grid
+normalisation × features × context C. The driver holds per-document scores and one feature matrix at a time,
+never token stats. The method lives in scoring/audits/docmia/.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+import numpy as np
+import typer
+
+from jobs.kit.log import log
+from curation.io.ledger import quarantine_table
+from jobs.kit.report_out import run_and_print_report, write_html
+
+
+@dataclass
+class DocMiaConfig:
+    members: str
+    nonmembers: str
+    model: str
+    out: str
+    contexts: str = "128"
+    normalizations: str = "all"
+    features: str = "AggFE,HistFE"
+    folds: int = 5
+    n_trees: int = 500
+    hist_bins: int = 1000
+    min_words: int = 50
+    seed: int = 0
+    actors: int = 1
+    gpus_per_actor: float = 0.0
+    batch_size: Optional[int] = None
+    progress: bool = True
+
+
+def parse_contexts(spec: str) -> list[int]:
+    try:
+        out = [int(x) for x in spec.split(",") if x.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"--contexts must be comma-separated integers, got {spec!r}") from None
+    if not out or min(out) < 2:
+        raise typer.BadParameter("--contexts: every C must be at least 2 (stride is C − 1)")
+    return sorted(set(out))
+
+
+def model_max_positions(model: str) -> int | None:
+    """The model's position limit from its config, or None when it cannot be read without loading weights."""
+    try:
+        from transformers import AutoConfig
+
+        from scoring.lm.model import resolve_spec
+
+        spec = resolve_spec(model)
+        cfg = AutoConfig.from_pretrained(spec.path, **({"gguf_file": spec.gguf_file} if spec.gguf_file else {}))
+    except Exception:  # noqa: BLE001 - the check is a courtesy; scoring reports real failures per document
+        return None
+    return getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
+
+
+def doc_mia_spec(cfg: DocMiaConfig):
+    """What doc-mia asks of the scoring pool: one model, its original text, the batch policy and resources."""
+    from jobs.plane.scoring_pool import ModelBranch, ScoringSpec
+
+    return ScoringSpec((ModelBranch(cfg.model, ("original",)),), max_batch_size=cfg.batch_size, actors=cfg.actors,
+                       gpus_per_actor=cfg.gpus_per_actor)
+
+
+def doc_mia_fingerprint(cfg: DocMiaConfig, contexts: list[int], with_gp: bool) -> str:
+    """Everything that changes a part's files (which documents each part holds is in its input digest)."""
+    from jobs.kit.identity import json_digest, model_identity, tool_version
+
+    return json_digest({"model": model_identity(cfg.model), "contexts": contexts, "with_gp": with_gp,
+                    "batch_size": cfg.batch_size, "min_words": cfg.min_words,
+                    "device": "cuda" if cfg.gpus_per_actor > 0 else "cpu", "tool": tool_version()})
+
+
+def score_document_parts(cfg: DocMiaConfig, dest, contexts: list[int], with_gp: bool) -> tuple[dict, dict]:
+    """Score every document part on the pool (skipping parts committed by an earlier run with the same
+    fingerprint and input); returns ({part index: summary}, stats)."""
+    from jobs.parts.documents import DOC_PART_DIRS, PrepareDocuments, ScoreDocuments, part_digest, plan_doc_parts
+    from jobs.kit.runtime import start_driver
+    from jobs.plane.part_store import PartStore
+    from jobs.plane.watch import replanning
+    from jobs.plane.scoring_pool import PoolStages, run_pipeline
+    from jobs.kit.output_store import new_run_id
+
+    parts = plan_doc_parts(cfg.members, cfg.nonmembers, cfg.min_words)
+    digests = {p.index: part_digest(p) for p in parts}
+    store = PartStore(dest, doc_mia_fingerprint(cfg, contexts, with_gp), DOC_PART_DIRS)
+    done = {i: m for i in digests if (m := store.marker(i, digests[i]))}
+    store.clean(keep=set(done))
+    pending = [p for p in parts if p.index not in done]
+    stats = {"parts": len(parts), "reused": len(done), "scored": len(pending)}
+    summaries = dict(done)
+    if pending:
+        start_driver()
+        run_id = new_run_id()
+        stages = PoolStages(PrepareDocuments, {"spec": doc_mia_spec(cfg)}, ScoreDocuments, {"dest": dest.uri},
+                            {"contexts": tuple(contexts), "with_gp": with_gp})
+        def pool(items):  # a lost node's parts go to a new pool on what is alive (jobs/plane/watch.py)
+            return run_pipeline(doc_mia_spec(cfg), [{"part": p.to_json()} for p in items], stages, cfg.progress)
+
+        for summary in replanning(pool, pending, lambda p: p.index in summaries, stats,
+                                  log):
+            store.commit(summary, digests[summary["index"]], run_id)
+            summaries[summary["index"]] = summary
+    return summaries, stats
+
+
+def ray_mapper(progress: bool):
+    """jobs/parts/doc_mia_grid.py's per-part calls as Ray tasks (jobs/plane/task_map.py)."""
+    def run(fn, calls, shared):
+        from jobs.kit.runtime import start_driver
+        from jobs.plane.task_map import ray_task_map
+
+        start_driver()
+        desc = f"grid: {shared.get('kind', 'reference sums')} (parts)"
+        yield from ray_task_map(fn, calls, shared, desc=desc, progress=progress)
+    return run
+
+
+def grid_documents(dest, summaries: dict, contexts: list[int]) -> tuple[dict, list[dict]]:
+    """The scored documents in reading order (id, label, path, n_tokens, mean_lp per context, part) as arrays, and
+    quarantine rows for ids that repeat an earlier document's (row files may share ids across parts)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from curation.io.ledger import first_occurrences, quarantine_record
+    from jobs.plane.part_store import part_name
+
+    tables = []
+    for i in sorted(summaries):
+        t = dest.read_parquet(f"documents.parquet/{part_name(i)}.parquet")
+        tables.append(t.append_column("part", pa.array([i] * t.num_rows, pa.int64())))
+    docs = pa.concat_tables(tables) if tables else None
+    if docs is None or docs.num_rows == 0:
+        return {"id": np.array([], dtype=object)}, []
+    keep = first_occurrences(docs.column("id"))
+    dups = [quarantine_record(rid, "read", "duplicate_id", "an earlier document has the same id")
+            for rid in pc.filter(docs.column("id"), pa.array(~keep)).to_pylist()]
+    docs = docs.filter(pa.array(keep))
+    mean_lp = np.asarray(docs.column("mean_lp").to_pylist(), dtype=np.float64).reshape(docs.num_rows, len(contexts))
+    return {"id": np.asarray(docs.column("id").to_pylist(), dtype=object),
+            "label": docs.column("label").to_numpy().astype(np.int64), "path": docs.column("path").to_pylist(),
+            "n_tokens": docs.column("n_tokens").to_numpy(), "part": docs.column("part").to_numpy(),
+            "mean_lp": mean_lp}, dups
+
+
+def run_doc_mia(cfg: DocMiaConfig) -> dict:
+    """Plan on the driver; documents are read, tokenised and scored part by part on the pool (jobs/parts/documents.py),
+    the grid's features are made on the workers (jobs/parts/doc_mia_grid.py); the driver fits the forests."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from tqdm import tqdm
+
+    from jobs.parts.doc_mia_grid import GRID_DIR, run_grid_on_parts
+    from jobs.commands.evaluate import PhaseClock
+    from curation.io.ledger import ReconcileError, Ledger
+    from jobs.kit.identity import open_output, publish
+    from scoring.audits.docmia.features import make_extractor
+    from scoring.audits.docmia.normalization import parse_normalizations
+    from scoring.audits.docmia.protocol import GridConfig, make_folds, report_table
+
+    t0 = time.perf_counter()
+    phases = PhaseClock()
+    contexts = parse_contexts(cfg.contexts)
+    try:
+        norms = parse_normalizations(cfg.normalizations)
+        feats = [f.strip() for f in cfg.features.split(",") if f.strip()]
+        for f in feats:
+            make_extractor(f)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    limit = model_max_positions(cfg.model)
+    if limit and max(contexts) > limit:
+        raise typer.BadParameter(f"C={max(contexts)} exceeds the model's {limit} positions", param_hint="--contexts")
+    dest, out = open_output(cfg.out)  # a local directory or an s3:// prefix; `_SUCCESS` is written last
+    with_gp = any(n.ref == "gp" for n in norms)
+    summaries, part_stats = score_document_parts(cfg, dest, contexts, with_gp)
+    phases.lap("score")
+
+    ledger = Ledger()
+    for i in sorted(summaries):
+        part = Ledger(summaries[i]["rows_in"], summaries[i]["scored"], summaries[i]["reasons"])
+        part.check(f"part {i}")
+        ledger.add(part)
+    docs, dups = grid_documents(dest, summaries, contexts)
+    dest.write_parquet("quarantine.parquet/duplicates.parquet", quarantine_table(dups))
+    n_used = len(docs["id"])
+    counts = {"documents_in": ledger.rows_in, "documents_used": n_used,
+              "documents_quarantined": ledger.quarantined + len(dups),
+              "members_used": int(docs["label"].sum()) if n_used else 0,
+              "nonmembers_used": int(n_used - docs["label"].sum()) if n_used else 0}
+    if counts["documents_in"] != counts["documents_used"] + counts["documents_quarantined"]:
+        raise ReconcileError(f"document accounting does not reconcile: {counts}")
+    if not n_used:
+        raise RuntimeError("no readable documents")
+    labels = docs["label"]
+    try:
+        folds = make_folds(labels, cfg.folds, cfg.seed)
+    except ValueError as exc:
+        raise RuntimeError(str(exc)) from None
+    parts: dict[int, dict[str, int]] = {}
+    for rid, part, fold in zip(docs["id"], docs["part"], folds):
+        parts.setdefault(int(part), {})[rid] = int(fold)
+    baseline = {c: docs["mean_lp"][:, j] for j, c in enumerate(contexts)}
+    vocab = max(int(s.get("vocab", 0)) for s in summaries.values())
+
+    grid = GridConfig(normalizations=norms, features=feats, k=cfg.folds, seed=cfg.seed, n_trees=cfg.n_trees,
+                      hist_bins=cfg.hist_bins)
+    total = len(contexts) * len(norms) * len(feats) * cfg.folds
+    with tqdm(total=total, desc="forests (C × norm × features × fold)", disable=not cfg.progress) as bar:
+        records, oof = run_grid_on_parts(dest, parts, labels, folds, baseline, grid, contexts, vocab,
+                                         ray_mapper(cfg.progress),
+                                         progress=lambda: bar.update(1))
+    phases.lap("grid")
+
+    n_tokens = docs["n_tokens"].tolist()
+    scores = {"id": docs["id"].tolist(), "label": labels.tolist(), "fold": folds.tolist(), "path": docs["path"],
+              "n_tokens": n_tokens, **{k: v.tolist() for k, v in oof.items()}}
+    pq.write_table(pa.table(scores), out / "scores.parquet")
+    best = max((r for r in records if r["normalization"] != "-"), key=lambda r: r["auc_mean"]
+               if np.isfinite(r["auc_mean"]) else -1)
+    meta = {"members": cfg.members, "nonmembers": cfg.nonmembers, "model": cfg.model, "contexts": contexts,
+            "config": asdict(cfg), "counts": counts, "parts": part_stats,
+            "tokens_per_document": {"min": int(np.min(n_tokens)), "median": float(np.median(n_tokens)),
+                                    "max": int(np.max(n_tokens))},
+            "best": {k: best[k] for k in ("normalization", "features", "context", "auc_mean", "auc_std")},
+            "phases_s": phases.laps, "seconds": round(time.perf_counter() - t0, 2)}
+    (out / "metrics.json").write_text(json.dumps({**meta, "results": records}, indent=2, default=float))
+    n_quarantined = counts["documents_quarantined"]
+    md = [f"# Tidemark document-level membership: `{cfg.model}`", "",
+          f"- members `{cfg.members}`, non-members `{cfg.nonmembers}`",
+          f"- documents in {counts['documents_in']} = used {n_used} ({counts['members_used']} members, "
+          f"{counts['nonmembers_used']} non-members) + quarantined {n_quarantined} (`quarantine.parquet`); tokens "
+          f"per document: median {meta['tokens_per_document']['median']:.0f} (min "
+          f"{meta['tokens_per_document']['min']}, max {meta['tokens_per_document']['max']})",
+          f"- {cfg.folds}-fold stratified CV (seed {cfg.seed}); random forest {cfg.n_trees} trees, max depth 5, "
+          f"min 3 samples per leaf; reference dictionaries and {cfg.hist_bins} HistFE bins fitted on training folds only",
+          "- cells: AUC mean ± std over folds (TPR at 1% / 10% FPR, fold means). With few documents per fold, "
+          "TPR@1% FPR is the TPR at zero false positives.", "",
+          report_table(records), "",
+          f"Best: {best['normalization']} + {best['features']} at C={best['context']}: AUC {best['auc_mean']:.3f} ± "
+          f"{best['auc_std']:.3f}", ""]
+    if n_used < 100:
+        md.append(f"Note: {n_used} documents in all; the paper used 1000 + 1000. Fold-level numbers are coarse.")
+    (out / "report.md").write_text("\n".join(md) + "\n")
+    write_html(out, _page(cfg, meta, records))
+    dest.delete_tree(GRID_DIR)  # the features are intermediate; doc_stats.parquet keeps what they came from
+    publish(dest, out, {"job": "doc-mia", "counts": counts})
+    return {"report": str(out / "report.md"), "metrics": str(out / "metrics.json"), "records": records,
+            "counts": counts, "seconds": meta["seconds"]}
+
+
+def _page(cfg: DocMiaConfig, meta: dict, records: list[dict]):
+    """report.html's content (scoring/reports/html.py): how well whole documents' membership can be told, first."""
+    from scoring.reports.html import Code, Page, Row, Section, Table, left_out, num, pct
+
+    best, counts, tokens = meta["best"], meta["counts"], meta["tokens_per_document"]
+    head = (f"Member documents can be told from non-members with AUC {num(best['auc_mean'], 2)} ± "
+            f"{num(best['auc_std'], 2)} (mean ± standard deviation over {cfg.folds} folds), by the best setting: "
+            f"{best['normalization']} + {best['features']} at C = {best['context']}.")
+    baseline = max((r["auc_mean"] for r in records if r["normalization"] == "-"), default=float("nan"))
+    summary = (f"{counts['documents_used']:,} documents ({counts['members_used']:,} members, "
+               f"{counts['nonmembers_used']:,} non-members) under {cfg.model}; 0.5 is guessing, 1.0 is perfect. "
+               f"Without a classifier (the documents' mean log-likelihood alone) the best AUC is {num(baseline, 2)}. "
+               f"The best of {sum(r['normalization'] != '-' for r in records)} settings is picked on the same folds "
+               "it is scored on, so its AUC is somewhat optimistic.")
+
+    def row(r):
+        same = (r["normalization"], r["features"], r["context"]) == (best["normalization"], best["features"],
+                                                                      best["context"])
+        return Row([r["normalization"], r["features"], r["context"], f"{num(r['auc_mean'])} ± {num(r['auc_std'])}",
+                    pct(r["tpr_at_1_fpr_mean"]), pct(r["tpr_at_10_fpr_mean"])],
+                   "best" if same else "muted" if r["normalization"] == "-" else "")
+
+    grid = Table(["normalisation", "features", "C", "AUC (mean ± std)", "TPR at 1% FPR", "TPR at 10% FPR"],
+                 [row(r) for r in records], "Every setting of the grid; TPR values are fold means.")
+    method = (f"{cfg.folds}-fold stratified cross-validation (seed {cfg.seed}); a random forest of {cfg.n_trees} trees "
+              f"per fold; reference dictionaries and {cfg.hist_bins} histogram bins fitted on training folds only. "
+              "With few documents per fold, TPR at 1% FPR is the TPR at zero false positives.")
+    warnings = [f"Only {counts['documents_used']} documents in all (the method's paper used 1000 + 1000): "
+                "fold-level numbers are coarse."] if counts["documents_used"] < 100 else []
+    if counts["documents_quarantined"]:
+        warnings.append(left_out(counts["documents_quarantined"], counts["documents_in"], "documents"))
+    facts = [("members", Code(cfg.members)), ("non-members", Code(cfg.nonmembers)), ("model", Code(cfg.model)),
+             ("documents", f"{counts['documents_in']:,} in, {counts['documents_used']:,} used, "
+                           f"{counts['documents_quarantined']:,} quarantined"),
+             ("tokens per document", f"median {tokens['median']:,.0f} (min {tokens['min']:,}, max {tokens['max']:,})")]
+    files = [("report.md", "this report's numbers as Markdown"),
+             ("metrics.json", "every setting's per-fold AUC and TPRs"),
+             ("scores.parquet", "every document's out-of-fold score under every setting"),
+             ("quarantine.parquet", "documents that could not be used, each with its reason")]
+    return Page(kind="document-level membership inference", headline=head, summary=summary, facts=facts,
+                sections=[Section("Results", [method, grid])], warnings=warnings, files=files)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("doc-mia")
+    def doc_mia(
+        members: str = typer.Option(..., help="folder or glob of documents known to be in the training data (.txt; "
+                                              "jsonl/Parquet rows count as one document each)"),
+        nonmembers: str = typer.Option(..., help="folder or glob of documents known not to be (e.g. published later)"),
+        model: str = typer.Option(..., help="HF causal LM: local dir, hub id, FILE.gguf, DIR::FILE.gguf, or `smollm2`"),
+        out: str = typer.Option(..., help="output directory (metrics.json, scores.parquet, report.md, report.html)"),
+        contexts: str = typer.Option("128", help="comma-separated contexts C (stride C−1); the paper's best is 128"),
+        normalizations: str = typer.Option("all", help="all, or a comma list of NoNorm, RatioNorm-TF, RatioNorm-GP, "
+                                                       "MaxNorm-TF, MaxNorm-GP"),
+        features: str = typer.Option("AggFE,HistFE", help="feature extractors: AggFE, HistFE"),
+        folds: int = typer.Option(5, help="k for stratified k-fold CV"),
+        n_trees: int = typer.Option(500, help="trees in the random forest (paper: 500)"),
+        hist_bins: int = typer.Option(1000, help="HistFE equal-width bins (paper: 1000)"),
+        min_words: int = typer.Option(50, help="documents with fewer words are quarantined"),
+        seed: int = typer.Option(0, help="seed for folds and forests"),
+        actors: int = typer.Option(1, help="scorer actors (model replicas)"),
+        gpus_per_actor: float = typer.Option(0.0, help="GPUs per scorer actor (0 = CPU)"),
+        batch_size: Optional[int] = typer.Option(None, help="windows per forward pass (default: 64 on GPU; on CPU up to 16 within 2,048 tokens)"),
+        quiet: bool = typer.Option(False, help="no progress bars"),
+    ):
+        """Document-level membership inference (Meeus et al.): k-fold random-forest AUC over
+        normalisation × features × context, from whole-document token statistics."""
+        cfg = DocMiaConfig(members=members, nonmembers=nonmembers, model=model, out=out, contexts=contexts,
+                           normalizations=normalizations, features=features, folds=folds, n_trees=n_trees,
+                           hist_bins=hist_bins, min_words=min_words, seed=seed, actors=actors,
+                           gpus_per_actor=gpus_per_actor, batch_size=batch_size, progress=not quiet)
+        run_and_print_report(run_doc_mia, cfg)

@@ -1,0 +1,308 @@
+"""`tidemark evaluate`: read a benchmark → tokenise views (CPU actors) → score (model actor pool, GPU when asked)
+→ detectors → metrics, plots and report. The pipeline is Ray Data; everything it runs is Ray-free code in
+scoring/.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+import numpy as np
+import typer
+
+from jobs.kit.log import log
+from jobs.kit.served_model import ServedFields, with_served_options
+from jobs.kit.report_out import command_line, run_and_print_report
+
+
+@dataclass
+class EvaluateConfig(ServedFields):
+    benchmark: str
+    model: str
+    out: str
+    ref_model: Optional[str] = None
+    neighbour_model: Optional[str] = None  # the masked LM that makes the neighbourhood attack's neighbours
+    methods: str = "all"
+    recall_shots: int = 3
+    ref_corpus: Optional[str] = None
+    calibrate: str = "accuracy"
+    seed: int = 0
+    n_bootstrap: int = 1000
+    progress: bool = True
+    shard_size: int = 1000  # rows per part: the unit of work, writing and resume (jobs/plane/part_loop.py)
+    resume: bool = True  # reuse finished shards; a finished job with the same fingerprint is a no-op
+    requester_pays: bool = False  # reading an s3:// benchmark from a requester-pays bucket
+    blind_sample: int = 20_000  # rows the blind baseline is fitted on at most (a seeded sample above that)
+    compare_to: Optional[str] = None  # an earlier evaluation (its OUT) or a benchmark: AUCs shown side by side
+    extra: dict = field(default_factory=dict)
+
+
+def resolve_methods(spec: str, ref_model: str | None, served=None, neighbour_model: str | None = None):
+    """The detectors `--methods` names, less what the job's models cannot serve (ref without --ref-model,
+    neighbour without --neighbour-model, the full-distribution ones over an API): left out of `all` (saying so
+    where a user may expect it), refused when named."""
+    from jobs.kit.served_model import drop_full_distribution
+    from scoring.detectors import parse_methods
+
+    methods = parse_methods(spec)
+    named = spec not in ("all", None)
+    for name, model, flag in (("ref", ref_model, "--ref-model"), ("neighbour", neighbour_model, "--neighbour-model")):
+        if model or not any(m.name == name for m in methods):
+            continue
+        if named:
+            raise typer.BadParameter(f"detector {name!r} needs {flag}")
+        if name == "neighbour":
+            typer.echo("[methods] neighbour left out of --methods all: it needs --neighbour-model PATH, a local "
+                       "masked LM (BERT, RoBERTa, DistilBERT) to make each passage's neighbours", err=True)
+        methods = [m for m in methods if m.name != name]
+    return drop_full_distribution(methods, spec, served)
+
+
+def token_freq_from_corpus(model: str, ref_corpus: str) -> np.ndarray:
+    """DC-PDD's reference frequencies from a corpus (--ref-corpus), streamed: only the counts are kept. Without
+    one, the frequencies come from the benchmark's own token ids, counted by the survey on the workers
+    (label-free, so it leaks no membership; a large general corpus is better and is what the paper used)."""
+    from jobs.parts.reference_corpus import iter_texts
+    from scoring.detectors.dc_pdd import count_tokens
+    from scoring.lm.model import load_tokenizer
+
+    tok = load_tokenizer(model)
+    return count_tokens((tok(t)["input_ids"] for t in iter_texts(ref_corpus)), len(tok))
+
+
+def input_identity(benchmark: str, requester_pays: bool) -> list:
+    """What identifies the benchmark's content without holding it: each file's name, size and digest (streamed md5
+    locally, the ETag on S3; `curation.io.storage.describe`)."""
+    from curation.io import storage
+    from jobs.parts.benchmark_parts import benchmark_files
+
+    opts = {"requester_pays": True} if requester_pays else {}
+    out = []
+    for f in benchmark_files(str(benchmark), requester_pays):
+        d = storage.describe(f, **opts)
+        out.append([f if f.startswith("s3://") else os.path.basename(f), d["bytes"], d.get("etag") or d.get("md5")])
+    return out
+
+
+def evaluate_spec(cfg: EvaluateConfig, views: tuple[str, ...], prefix_text: str | None, served=None):
+    """What evaluate asks of the scoring pool."""
+    from jobs.plane.scoring_pool import ModelBranch
+
+    branches = [served.branch(views) if served else ModelBranch(cfg.model, tuple(views))]
+    if cfg.ref_model:
+        branches.append(ModelBranch(cfg.ref_model, ("original",), rename_original="ref"))
+    return cfg.pool_spec(branches, prefix_text, neighbour_model=cfg.neighbour_model)
+
+
+def run_evaluate(cfg: EvaluateConfig) -> dict:
+    """Plan on the driver, score and detect on the workers (jobs/plane/part_loop.py), then metrics over the score
+    columns only: the driver's memory does not grow with token stats."""
+    import pyarrow.compute as pc
+
+    from jobs.kit import identity as sharding
+    from jobs.kit.blind_baseline import BlindBaselineJob
+    from jobs.plane.part_loop import score_benchmark
+    from jobs.plane.part_store import read_parts
+    from jobs.kit.runtime import start_driver
+    from jobs.kit.redact import redact
+    from jobs.kit.served_model import run_record
+    from scoring.stats.evaluation import compute_metrics, save_token_freq, write_outputs
+    from scoring.lm.views import ORIGINAL, PREFIXED
+
+    t0 = time.perf_counter()
+    # a local directory or an s3:// prefix, and where the driver makes its files (OUT itself, or a staging dir for
+    # S3); `_SUCCESS` is kept until the job knows whether OUT already holds this very job's finished output
+    dest, out = sharding.open_output(cfg.out, clear=False)
+    phases = PhaseClock()  # wall time per stage, in run.json: where a slow job spends its time
+    served = cfg.served()  # a served model is probed once, before anything else (a few requests)
+    methods = resolve_methods(cfg.methods, cfg.ref_model, served, cfg.neighbour_model)
+    needs = sorted({v for m in methods for v in m.needs})
+    views = (ORIGINAL, *[v for v in needs if v not in ("ref", "token_freq")])
+    job_fp = sharding.json_digest({"settings": {k: v for k, v in asdict(cfg).items()
+                                            if k not in sharding.JOB_FIELDS_IGNORED},
+                               "model": served.identity() if served else sharding.model_identity(cfg.model),
+                               "ref_model": sharding.model_identity(cfg.ref_model),
+                               "ref_corpus": sharding.model_identity(cfg.ref_corpus) if cfg.ref_corpus else None,
+                               "input": input_identity(cfg.benchmark, cfg.requester_pays),
+                               "tool": sharding.tool_version(), "plane": 2})
+    done = sharding.completed_result(dest, job_fp, out) if cfg.resume else None
+    if done is not None:  # the same job already finished here: nothing to do
+        log(f"{dest.uri} already holds this job's complete output (_SUCCESS); nothing to do")
+        return done
+    dest.clear_complete()  # from here on, this location is not complete until the new marker is written
+    phases.lap("plan")
+    ref_freq = None
+    if "token_freq" in needs and cfg.ref_corpus:
+        ref_freq = token_freq_from_corpus(cfg.tokenizer_path, cfg.ref_corpus)
+    start_driver()
+    phases.lap("Ray start-up (or connect)")
+    blind: dict = {}
+
+    def start_blind(prefix_ids):  # the blind baseline needs no model: a low-priority process reads a sample
+        blind["job"] = BlindBaselineJob.from_source(
+            {"benchmark": str(cfg.benchmark), "requester_pays": cfg.requester_pays, "rows_per_part": cfg.shard_size,
+             "prefix_ids": list(prefix_ids), "cap": cfg.blind_sample}, cfg.seed, cfg.benchmark)
+
+    def fingerprint(prefix_text, prefix_ids, token_freq):
+        freq = None if token_freq is None else sharding.sha256_bytes(np.ascontiguousarray(token_freq).tobytes())
+        return sharding.json_digest({"scoring": sharding.scoring_fingerprint(cfg, views, prefix_text),
+                                 "served": served.identity() if served else None,
+                                 "methods": [m.column for m in methods], "prefix_ids": list(prefix_ids),
+                                 "token_freq": freq, "plane": 2})
+
+    try:
+        run = score_benchmark(
+            benchmark=str(cfg.benchmark), requester_pays=cfg.requester_pays, rows_per_part=cfg.shard_size, dest=dest,
+            spec_for=lambda text: evaluate_spec(cfg, views, text, served), methods=methods, seed=cfg.seed,
+            prefix_shots=cfg.recall_shots if PREFIXED in views else 0,
+            count_tokens_of=cfg.tokenizer_path if "token_freq" in needs else None, token_freq=ref_freq,
+            fingerprint_for=fingerprint, resume=cfg.resume, progress=cfg.progress, on_planned=start_blind)
+    except BaseException:
+        if "job" in blind:
+            blind["job"].close()  # stop the helper now rather than wait for it at exit
+        raise
+    phases.lap("survey, score, detect and write (workers)")
+    ledger = run.ledger
+    counts = {"in": ledger.rows_in, "scored": ledger.rows_out, "quarantined": ledger.quarantined,
+              "recall_prefix": len(run.prefix_ids)}
+    ledger.check("evaluate")
+    columns = ["id", "label", "bucket", "in_eval", *[m.column for m in methods]]
+    scores = read_parts(dest, "scores.parquet", columns)  # ~100 bytes a row: all that crosses over
+    if scores is None or not scores.num_rows:
+        raise RuntimeError(f"no row could be scored; see {dest.child('quarantine.parquet')}")
+    counts["recall_prefix"] = int(pc.sum(pc.invert(scores.column("in_eval"))).as_py() or 0)
+    if run.token_freq is not None and "token_freq" in needs:
+        save_token_freq(run.token_freq, out / "token_freq.parquet")
+    phases.lap("read score columns")
+    metrics = compute_metrics(scores, methods, seed=cfg.seed, n_bootstrap=cfg.n_bootstrap, calibrate=cfg.calibrate,
+                              counts=counts)
+    compare = None
+    if cfg.compare_to:
+        metrics, compare = compare_with_original(cfg, metrics, dest)
+    phases.lap("metrics")
+    failed = set()
+    if ledger.reasons and run.stats["scored"]:
+        q = read_parts(dest, "quarantine.parquet", ["id", "stage"])
+        failed = {i for i, st in zip(q.column("id").to_pylist(), q.column("stage").to_pylist()) if st == "score"}
+    blind_res = blind["job"].result_excluding(failed) if "job" in blind else None
+    phases.lap("blind baseline (waiting for it)")
+    if blind_res:
+        (out / "blind_baseline.json").write_text(json.dumps(blind_res["result"], indent=2, default=float))
+    run_info = redact({"benchmark": str(cfg.benchmark), "model": cfg.model, "ref_model": cfg.ref_model,
+                       "config": asdict(cfg), "counts": counts, "ledger": ledger.to_dict(), "views": list(views),
+                       "recall_prefix_ids": sorted(run.prefix_ids), "seconds": round(time.perf_counter() - t0, 2),
+                       "parts": run.stats, "survey": run.survey, "fingerprint": job_fp,
+                       "blind_baseline": blind_res["source"] if blind_res else None,
+                       "blind_baseline_sample": (blind_res or {}).get("sample"), "phases_s": phases.laps,
+                       "served_model": run_record(served, run.stats.get("api")),
+                       "neighbours": neighbour_record(cfg.neighbour_model, methods), "compare_to": compare,
+                       "command": command_line()})
+    report = write_outputs(out, scores, metrics, methods, run_info, blind_res["auc"] if blind_res else None,
+                           write_scores=False)
+    phases.lap("report and plots")
+    sharding.publish(dest, out, {"job": "evaluate", "fingerprint": job_fp, "counts": counts, "run_id": run.run_id})
+    return {"report": str(report), "metrics": metrics, "counts": counts, "seconds": run_info["seconds"],
+            "blind": blind_res["auc"] if blind_res else None, "phases_s": phases.laps}
+
+
+def compare_with_original(cfg: EvaluateConfig, metrics: list[dict], dest) -> tuple[list[dict], dict]:
+    """metrics with the original's AUC beside each (scoring/stats/comparison.py). --compare-to names an earlier
+    evaluation's output (it has metrics.json) or a benchmark, which is then evaluated first, with this run's
+    model and settings, into OUT/original/ (resumable like any evaluation)."""
+    from dataclasses import replace
+
+    from jobs.kit.output_store import Location
+    from scoring.stats.comparison import attach_original, original_metrics
+
+    source = Location(cfg.compare_to)
+    if not source.exists("metrics.json"):
+        sub = dest.child("original")
+        log(f"--compare-to {cfg.compare_to}: no metrics.json there, so it is read as a benchmark and "
+                      f"evaluated into {sub} with the same model and settings")
+        run_evaluate(replace(cfg, benchmark=cfg.compare_to, out=sub, compare_to=None))
+        source = Location(sub)
+    records = attach_original(metrics, original_metrics(source, cfg.compare_to))
+    return records, {"original": cfg.compare_to, "metrics": source.child("metrics.json"), "plot": True}
+
+
+def neighbour_record(mlm: str | None, methods) -> dict | None:
+    """run.json's `neighbours`: the MLM and the settings the neighbour columns were made with."""
+    from scoring.lm.neighbours import CANDIDATES_PER_SLOT
+
+    used = [m for m in methods if m.name == "neighbour"]
+    if not used:
+        return None
+    return {"mlm": mlm, "candidates_per_slot": CANDIDATES_PER_SLOT, "file": "neighbours.parquet",
+            "columns": {m.column: dict(m.params) for m in used},
+            "cost": "1 + n target passes per passage, plus one MLM pass per one-token word"}
+
+
+class PhaseClock:
+    """Seconds spent between successive `lap(name)` calls."""
+
+    def __init__(self):
+        self.laps: dict[str, float] = {}
+        self._t = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = round(now - self._t, 3)
+        self._t = now
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("evaluate")
+    @with_served_options
+    def evaluate(
+        benchmark: str = typer.Option(..., help="jsonl or Parquet with `input`, `label` (1 = member), optional `bucket`/`id`; or a release dir"),
+        model: str = typer.Option(..., help="HF causal LM: local dir, hub id, FILE.gguf, DIR::FILE.gguf, or `smollm2`; "
+                                  "with --api-base, the served model's name"),
+        out: str = typer.Option(..., help="output directory or s3:// prefix (complete when _SUCCESS is there)"),
+        ref_model: Optional[str] = typer.Option(None, help="reference model for the `ref` detector"),
+        neighbour_model: Optional[str] = typer.Option(
+            None, help="a local masked LM (BERT, RoBERTa, DistilBERT directory) for the `neighbour` detector "
+            "(Mattern et al.): score = mean loss of n one-word-swapped neighbours - the passage's loss (loss = mean "
+            "token NLL, as `loss` computes it; larger = member). Defaults n=25, dropout 0.7 on the swapped word's "
+            "embedding; costs 1 + n target passes per passage; neighbours go to OUT/neighbours.parquet. Without "
+            "it, `all` leaves `neighbour` out"),
+        methods: str = typer.Option("all", help="comma-separated detectors, params with @: `loss,min_k@k=0.1,pac@n=3`, "
+                                    "`neighbour@n=10`"),
+        actors: int = typer.Option(1, help="scorer actors (model replicas)"),
+        gpus_per_actor: float = typer.Option(0.0, help="GPUs per scorer actor (0 = CPU)"),
+        batch_size: Optional[int] = typer.Option(None, help="sequences per forward pass (default: 64 on GPU; on CPU up to 16 within 2,048 tokens)"),
+        context: Optional[int] = typer.Option(None, help="window length in tokens (default: model max, ≤2048)"),
+        stride: Optional[int] = typer.Option(None, help="window stride for long texts (default: context/2)"),
+        recall_shots: int = typer.Option(3, help="non-member texts in the ReCaLL prefix (excluded from evaluation)"),
+        ref_corpus: Optional[str] = typer.Option(None, help="text/jsonl file or dir: DC-PDD token frequencies"),
+        calibrate: str = typer.Option("accuracy", help="threshold objective on a 30% calibration split: accuracy|f1"),
+        seed: int = typer.Option(0, help="seed for bootstrap, PAC copies, ReCaLL prefix and calibration split"),
+        quiet: bool = typer.Option(False, help="no progress bars"),
+        shard_size: int = typer.Option(1000, min=1, help="about this many rows per part (jsonl is cut by bytes): "
+                                       "each part is read, scored and written on the workers and committed with "
+                                       "a marker under OUT/_parts/, so a restarted job resumes"),
+        resume: bool = typer.Option(True, help="skip committed parts (and a finished job); --no-resume "
+                                    "rescores everything"),
+        requester_pays: bool = typer.Option(False, help="read an s3:// --benchmark from a requester-pays bucket"),
+        blind_sample: int = typer.Option(20_000, min=10, help="the blind baseline (text-only classifiers, no model) "
+                                         "is fitted on at most this many rows: a seeded sample above it, recorded "
+                                         "in run.json (its cross-validated TF-IDF fits cost ~4.5 s per 1k rows "
+                                         "on one core)"),
+        compare_to: Optional[str] = typer.Option(
+            None, help="show each AUC beside the same detector's AUC on ORIGINAL: an earlier evaluation's OUT "
+            "(read from its metrics.json) or a benchmark (then evaluated first into OUT/original/ with the same "
+            "model and settings). For a paraphrased benchmark (`tidemark paraphrase`): report.md gets a table "
+            "with the change, and compare_auc.png"),
+        served: dict = None,
+    ):
+        """Score a membership benchmark with every detector from one forward pass per view, on a Ray actor pool."""
+        cfg = EvaluateConfig(benchmark=benchmark, model=model, out=out, ref_model=ref_model,
+                             neighbour_model=neighbour_model, methods=methods,
+                             actors=actors, gpus_per_actor=gpus_per_actor, batch_size=batch_size, context=context,
+                             stride=stride, recall_shots=recall_shots, ref_corpus=ref_corpus, calibrate=calibrate,
+                             seed=seed, progress=not quiet, shard_size=shard_size, resume=resume,
+                             requester_pays=requester_pays, blind_sample=blind_sample, compare_to=compare_to,
+                             **served)
+        run_and_print_report(run_evaluate, cfg)

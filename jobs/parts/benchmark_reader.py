@@ -1,0 +1,98 @@
+"""Read a benchmark (jsonl, Parquet, or a release directory) into rows, quarantining bad ones with a reason.
+
+Never crashes on a bad row: a line that is not UTF-8, not JSON, has no text or no usable label becomes a
+quarantine row `{id, stage, reason, detail}`. rows in = good rows + quarantined rows, always.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from curation.io.ledger import quarantine_record
+
+STAGE = "read"
+
+
+def quarantine(rid: str, reason: str, detail: str) -> dict:
+    return quarantine_record(rid, STAGE, reason, detail)
+
+
+def check_row(raw: dict[str, Any], rid: str) -> tuple[dict | None, dict | None]:
+    text = raw.get("input", raw.get("text"))
+    if not isinstance(text, str) or not text.strip():
+        return None, quarantine(rid, "empty_input", f"input={text!r}"[:100])
+    label = raw.get("label")
+    try:
+        label_int = int(label)
+        if label_int not in (0, 1) or float(label) != label_int:
+            raise ValueError
+    except (TypeError, ValueError):
+        return None, quarantine(rid, "bad_label", f"label={label!r} (need 1 = member or 0 = non-member)")
+    bucket = raw.get("bucket")
+    return {"id": rid, "input": text, "label": label_int, "bucket": None if bucket is None else str(bucket)}, None
+
+
+def jsonl_objects(path: Path):
+    """(row id, JSON object or None, (reason, detail) or None) per non-blank line of a jsonl file. The id is the
+    line's `id` field, else `<file stem>:<line number>`; a line that is not UTF-8 or not a JSON object comes
+    back with its reason (`not_utf8`, `bad_json`), so every reader quarantines it the same way."""
+    with open(path, "rb") as fh:
+        for n, line in enumerate(fh, start=1):
+            if line.strip():
+                yield decode_line(line, f"{path.stem}:{n}")
+
+
+def decode_line(line: bytes, fallback_id: str):
+    """One jsonl line → (row id, JSON object or None, (reason, detail) or None); the id is the object's `id`
+    field, else `fallback_id`."""
+    try:
+        raw = json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return fallback_id, None, ("not_utf8", str(exc))
+    except json.JSONDecodeError as exc:
+        return fallback_id, None, ("bad_json", str(exc))
+    if not isinstance(raw, dict):
+        return fallback_id, None, ("bad_json", "line is not a JSON object")
+    return str(raw.get("id") or fallback_id), raw, None
+
+
+def _jsonl_rows(path: Path):
+    for rid, raw, problem in jsonl_objects(path):
+        yield (None, quarantine(rid, *problem)) if problem else check_row(raw, rid)
+
+
+def _parquet_rows(path: Path):
+    import pyarrow.parquet as pq
+
+    for n, raw in enumerate(pq.read_table(path).to_pylist(), start=1):
+        yield check_row(raw, str(raw.get("id") or f"{path.stem}:{n}"))
+
+
+def benchmark_files(path: str | Path) -> list[Path]:
+    p = Path(path)
+    if p.is_dir():
+        data = p / "data" if (p / "data").is_dir() else p
+        files = sorted([*data.glob("*.parquet"), *data.glob("*.jsonl")])
+        if not files:
+            raise FileNotFoundError(f"{p}: no *.parquet or *.jsonl benchmark files found")
+        return files
+    if not p.exists():
+        raise FileNotFoundError(f"benchmark {p} does not exist")
+    return [p]
+
+
+def read_benchmark(path: str | Path) -> tuple[list[dict], list[dict]]:
+    """Return (rows, quarantined). Duplicate ids are quarantined too: results are joined on id."""
+    rows, quarantined, seen = [], [], set()
+    for f in benchmark_files(path):
+        it = _parquet_rows(f) if f.suffix == ".parquet" else _jsonl_rows(f)
+        for row, bad in it:
+            if bad is not None:
+                quarantined.append(bad)
+            elif row["id"] in seen:
+                quarantined.append(quarantine(row["id"], "duplicate_id", "an earlier row has the same id"))
+            else:
+                seen.add(row["id"])
+                rows.append(row)
+    return rows, quarantined

@@ -1,0 +1,153 @@
+"""Score a benchmark part by part: survey → plan → skip committed parts → the scoring pool → commit each part →
+isolate what a failed pipeline left. The driver holds part summaries and counts, never rows or token stats.
+Any job that scores a benchmark with per-row detectors runs through `score_benchmark`."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from jobs.parts.benchmark_parts import plan_parts
+from jobs.kit.log import log
+from curation.io.ledger import ReconcileError, Ledger
+from jobs.plane.part_store import PartStore
+from jobs.plane.survey import prefix_text as read_prefix, run_survey, survey_json
+from jobs.plane.watch import StalledPool, replanning
+from jobs.plane.scoring_pool import (PartFinisher, PrepareParts, ScoringSpec, benchmark_stages, cluster_cpus, part_items,
+                               run_pipeline, from_ipc)
+from jobs.kit.output_store import Location, new_run_id
+from scoring.api.client import ApiFatal, api_fatal_reason
+
+ABORT_ENV = "TIDEMARK_FAULT_ABORT_AFTER_PARTS"  # fault injection: stop the job after committing N parts
+
+
+class InjectedAbort(RuntimeError):
+    """Raised by the TIDEMARK_FAULT_ABORT_AFTER_PARTS hook: a job cut off between two parts."""
+
+
+@dataclass
+class PartRun:
+    """What scoring left for the driver: counts, per-part stats, the ReCaLL prefix and DC-PDD's frequencies."""
+
+    ledger: Ledger
+    stats: dict
+    run_id: str
+    prefix_ids: list[str] = field(default_factory=list)
+    token_freq: np.ndarray | None = None
+    survey: dict = field(default_factory=dict)
+
+
+def score_benchmark(*, benchmark: str, requester_pays: bool, rows_per_part: int, dest: Location,
+                    spec_for: Callable[[str | None], ScoringSpec], methods: Sequence, seed: int,
+                    prefix_shots: int = 0, count_tokens_of: str | None = None, token_freq: np.ndarray | None = None,
+                    fingerprint_for: Callable[..., str], resume: bool = True, progress: bool = True,
+                    on_planned: Callable[[list[str]], None] | None = None) -> PartRun:
+    """`spec_for(prefix_text)` builds the pool's spec once the prefix is known; `fingerprint_for(prefix_text,
+    prefix_ids, token_freq)` names everything that changes a part's outputs."""
+    parts = plan_parts(benchmark, rows_per_part, requester_pays)
+    survey = run_survey(parts, count_tokens_of=None if token_freq is not None else count_tokens_of,
+                        prefix_shots=prefix_shots, seed=seed, progress=progress)
+    text, prefix_ids = read_prefix(survey)
+    if on_planned:
+        on_planned(prefix_ids)
+    if token_freq is None and count_tokens_of:
+        token_freq = survey.token_counts
+    spec = spec_for(text)
+    store = PartStore(dest, fingerprint_for(text, prefix_ids, token_freq))
+    markers = {p.index: store.marker(p.index, survey.digests[p.index]) for p in survey.parts} if resume else {}
+    done = {i: m for i, m in markers.items() if m}
+    store.clean(keep=set(done))
+    pending = [p for p in survey.parts if p.index not in done]
+    run_id = new_run_id()
+    stats = {"parts": len(survey.parts), "reused": len(done), "scored": 0, "streamed": 0, "isolated": 0,
+             "rows_worker_failed": 0, "pipeline_failures": 0, "replans": 0, "nodes_lost": 0,
+             "isolated_batch_failures": 0, "detect_write_s": 0.0}
+    if done:
+        log(f"resuming: {len(done)} of {len(survey.parts)} part(s) already scored, {len(pending)} to go")
+    summaries = dict(done)
+    abort_after = int(os.environ.get(ABORT_ENV) or 0)
+    resources = {"token_freq": token_freq} if token_freq is not None and any(
+        "token_freq" in m.needs for m in methods) else {}
+    finish = {"dest": dest.uri, "methods": list(methods), "resources": resources}
+
+    def commit(summary: dict) -> None:
+        store.commit(summary, survey.digests[summary["index"]], run_id)
+        summaries[summary["index"]] = summary
+        stats["scored"] += 1
+        stats[summary["how"]] += 1
+        stats["rows_worker_failed"] += summary["worker_failed"]
+        stats["detect_write_s"] = round(stats["detect_write_s"] + summary["detect_write_s"], 3)
+        add_api_stats(stats, summary)
+        if abort_after and stats["scored"] >= abort_after:
+            raise InjectedAbort(f"{ABORT_ENV}={abort_after}: stopping after {stats['scored']} part(s)")
+
+    work = [(p, survey.drops.get(p.index, [])) for p in pending]
+    if work:
+        def pool(items):  # a lost node's parts go to a new pool on what is alive (jobs/plane/watch.py)
+            return run_pipeline(spec, part_items(items), benchmark_stages(spec, finish, prefix_ids), progress)
+
+        try:
+            for summary in replanning(pool, work, lambda w: w[0].index in summaries, stats, log):
+                commit(summary)
+        except (InjectedAbort, ReconcileError):
+            raise
+        except StalledPool as exc:
+            raise StalledPool(f"{exc} ({stats['scored']} part(s) saved, {len(survey.parts) - len(summaries)} left; "
+                              "rerun the same command to resume)") from None
+        except Exception as exc:  # noqa: BLE001 - isolate what failed; committed parts are kept
+            fatal = api_fatal_reason(exc)
+            if fatal:  # no row is to blame: stop, keep the committed parts, let a rerun resume
+                raise ApiFatal(f"{fatal} ({stats['scored']} part(s) saved; rerun the same command to resume)") \
+                    from None
+            stats["pipeline_failures"] += 1
+            left = [(p, d) for p, d in work if p.index not in summaries]
+            log(f"the scoring pipeline failed ({type(exc).__name__}: {str(exc)[:300]}); "
+                 f"{len(work) - len(left)} part(s) were saved, isolating the {len(left)} left")
+            _isolate(spec, left, finish, prefix_ids, commit, stats)
+    ledger = Ledger()
+    for i in sorted(summaries):
+        s = summaries[i]
+        part = Ledger(s["rows_in"], s["scored"], s["reasons"])
+        part.check(f"part {i}")
+        ledger.add(part)
+    if ledger.rows_in != survey.n_good + survey.n_bad:
+        raise ReconcileError(f"the parts account for {ledger.rows_in} rows; the survey read "
+                              f"{survey.n_good + survey.n_bad}")
+    return PartRun(ledger, stats, run_id, prefix_ids, token_freq, survey_json(survey))
+
+
+def add_api_stats(stats: dict, summary: dict) -> None:
+    """Sum a part's served-model counters (requests, retries, tokens, positions) into the run's; gauges combine by
+    their own rule (the largest bound, the lowest concurrency)."""
+    from scoring.api.scorer import GAUGES
+
+    if not summary.get("api"):
+        return
+    total = stats.setdefault("api", {})
+    for k, v in summary["api"].items():
+        total[k] = (GAUGES[k](total[k], v) if k in total else v) if k in GAUGES else round(total.get(k, 0) + v, 6)
+
+
+def _isolate(spec: ScoringSpec, left, finish: dict, prefix_ids, commit, stats: dict) -> None:
+    """Parts a failed pipeline did not commit, one at a time, rows isolated (jobs/plane/isolation.py)."""
+    from jobs.plane.isolation import Isolator
+
+    prepare = PrepareParts(spec, prefix_ids)
+    finisher = PartFinisher(spec, **finish)
+    isolator = Isolator(spec, cluster_cpus(), spec.stall_timeout_s)
+    try:
+        for part, drops in left:
+            t0 = time.perf_counter()
+            prepared = prepare.prepare(part.to_json(), json.dumps(drops))
+            rows = from_ipc(prepared["rows"])
+            scored = isolator.score_rows(rows)
+            stats["isolated_batch_failures"] = isolator.batch_failures
+            summary = finisher.finish(part.index, rows, from_ipc(prepared["quarantine"]), scored, "isolated")
+            summary["isolate_s"] = round(time.perf_counter() - t0, 3)
+            commit(summary)
+    finally:
+        isolator.close()

@@ -1,0 +1,159 @@
+"""The survey: one cheap read pass over every part, on the workers, before anything is scored. It returns what the
+driver needs to plan, and nothing more (ids, labels and line counts; about 40 bytes a row):
+
+- line counts per part, which give each jsonl part its first line number (row ids of id-less rows);
+- every good row's id, so duplicates are found across parts (the first occurrence wins, as in
+  `jobs.parts.benchmark_reader`) and later ones are quarantined by the worker that reads them;
+- the ReCaLL prefix, chosen as the non-members with the smallest seeded hash of their id (the same rows whatever
+  the cluster or the part size), instead of drawing from non-members materialised in the driver;
+- DC-PDD's token frequencies when no --ref-corpus is given: a distributed count of the original texts' token
+  ids, summed on the driver (a vocabulary-sized vector, whatever the number of rows). Counted over every
+  readable row, duplicates included.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from jobs.parts.benchmark_parts import PartSpec, read_part
+from curation.io.ledger import first_occurrences
+from scoring.lm.views import stable_seed
+
+IDS_SCHEMA = pa.schema([("id", pa.string()), ("auto_id", pa.bool_()), ("line", pa.int32()), ("label", pa.int8())])
+
+
+class SurveyParts:
+    """map_batches callable: `part` (PartSpec JSON) → index, n_lines, n_bad, digest, ids (IPC), token counts."""
+
+    def __init__(self, count_tokens_of: str | None = None):
+        self.tokenizer = None
+        if count_tokens_of:
+            from scoring.lm.model import load_tokenizer
+
+            self.tokenizer = load_tokenizer(count_tokens_of)
+
+    def survey(self, part_json: str) -> dict:
+        from jobs.plane.scoring_pool import to_ipc
+
+        part = PartSpec.from_json(part_json)
+        got = read_part(part)
+        ids = pa.Table.from_pylist([{"id": r["id"], "auto_id": r["auto_id"], "line": r["line"], "label": r["label"]}
+                                    for r in got.rows], schema=IDS_SCHEMA)
+        out = {"index": part.index, "n_lines": got.n_lines, "n_bad": len(got.quarantined), "digest": got.digest,
+               "ids": to_ipc(ids), "vocab": 0, "tok": b"", "cnt": b""}
+        if self.tokenizer is not None:
+            enc = self.tokenizer([r["input"] for r in got.rows], add_special_tokens=True)["input_ids"] if got.rows else []
+            flat = np.concatenate([np.asarray(t, dtype=np.int64) for t in enc]) if enc else np.zeros(0, np.int64)
+            tok, cnt = np.unique(flat, return_counts=True)
+            out.update(vocab=len(self.tokenizer), tok=tok.astype(np.int64).tobytes(), cnt=cnt.astype(np.int64).tobytes())
+        return out
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        return pa.Table.from_pylist([self.survey(p) for p in batch.column("part").to_pylist()])
+
+
+@dataclass
+class Survey:
+    parts: list[PartSpec]  # with first_line filled in
+    drops: dict[int, list[int]]  # part index → in-part lines that repeat an earlier id
+    digests: dict[int, str]
+    n_good: int = 0
+    n_bad: int = 0
+    n_duplicates: int = 0
+    prefix: list[tuple[int, int, str]] = field(default_factory=list)  # (part, line, id) of the ReCaLL prefix rows
+    token_counts: np.ndarray | None = None
+
+
+def run_survey(parts: Sequence[PartSpec], *, count_tokens_of: str | None, prefix_shots: int, seed: int,
+               progress: bool = True) -> Survey:
+    """Run the survey pass on Ray and plan from it (see the module docstring)."""
+    import ray
+
+    from jobs.plane.scoring_pool import from_ipc, cluster_cpus
+
+    ray.data.DataContext.get_current().enable_progress_bars = progress
+    ds = ray.data.from_items([{"part": p.to_json()} for p in parts], override_num_blocks=max(1, len(parts)))
+    ds = ds.map_batches(SurveyParts, fn_constructor_kwargs={"count_tokens_of": count_tokens_of}, batch_size=1,
+                        batch_format="pyarrow", num_cpus=0.5,
+                        compute=ray.data.ActorPoolStrategy(min_size=1, max_size=max(1, int(cluster_cpus() * 2))))
+    results = {}
+    counts = None
+    for batch in ds.iter_batches(batch_format="pyarrow", batch_size=None):
+        for r in batch.to_pylist():
+            results[r["index"]] = r
+            if r["vocab"]:
+                if counts is None:
+                    counts = np.zeros(r["vocab"], dtype=np.int64)
+                np.add.at(counts, np.frombuffer(r["tok"], dtype=np.int64), np.frombuffer(r["cnt"], dtype=np.int64))
+            r["tok"] = r["cnt"] = b""
+    return plan_from_survey(parts, results, prefix_shots=prefix_shots, seed=seed, token_counts=counts,
+                            unipc=from_ipc)
+
+
+def plan_from_survey(parts: Sequence[PartSpec], results: dict, *, prefix_shots: int, seed: int,
+                     token_counts=None, unipc=None) -> Survey:
+    """Number the lines, resolve ids, find duplicates and pick the prefix. Pure: tested without Ray. The ids stay
+    in Arrow (first occurrences by index_in over the unique ids): a Python set of every id cost ~0.2 KB a row."""
+    import heapq
+
+    import pyarrow.compute as pc
+
+    planned, next_line = [], {}
+    for p in parts:
+        first = next_line.get(p.path, 1)
+        planned.append(replace(p, first_line=first) if p.fmt == "jsonl" else p)
+        next_line[p.path] = first + results[p.index]["n_lines"]
+    survey = Survey(planned, {}, {p.index: results[p.index]["digest"] for p in parts}, token_counts=token_counts)
+    tables = []
+    for p in planned:  # benchmark order, so the first occurrence of an id is the one kept
+        r = results[p.index]
+        survey.n_bad += r["n_bad"]
+        t = unipc(r["ids"])
+        ids = t["id"]
+        if p.fmt == "jsonl" and t.num_rows:  # id-less jsonl rows are named by their line in the file
+            auto = pc.binary_join_element_wise(
+                pa.scalar(f"{p.stem}:"), pc.cast(pc.add(pc.cast(t["line"], pa.int64()), p.first_line), pa.string()),
+                pa.scalar(""))
+            ids = pc.if_else(t["auto_id"], auto, ids)
+        tables.append(pa.table({"id": ids, "part": pa.array(np.full(t.num_rows, p.index, dtype=np.int64)),
+                                "line": t["line"], "label": t["label"]}))
+    rows = pa.concat_tables(tables) if tables else pa.table(
+        {"id": pa.array([], pa.string()), "part": pa.array([], pa.int64()), "line": pa.array([], pa.int32()),
+         "label": pa.array([], pa.int8())})
+    survey.n_good = rows.num_rows
+    dup = ~first_occurrences(rows["id"])
+    survey.n_duplicates = int(dup.sum())
+    for part, line in zip(rows["part"].filter(pa.array(dup)).to_pylist(), rows["line"].filter(pa.array(dup)).to_pylist()):
+        survey.drops.setdefault(part, []).append(line)
+    if prefix_shots:
+        keep = (~dup) & (np.asarray(rows["label"].to_numpy(zero_copy_only=False)) == 0)
+        cand = rows.filter(pa.array(keep))
+        if cand.num_rows < prefix_shots:
+            raise ValueError(f"recall needs {prefix_shots} non-member rows for its prefix; the benchmark has "
+                             f"{cand.num_rows}")
+        chosen = heapq.nsmallest(prefix_shots, ((stable_seed("recall-prefix", seed, rid), part, line, rid)
+                                                for b in cand.to_batches(65_536)
+                                                for rid, part, line in zip(*(b.column(c).to_pylist()
+                                                                             for c in ("id", "part", "line")))))
+        survey.prefix = sorted((part, line, rid) for _, part, line, rid in chosen)  # benchmark order
+    return survey
+
+
+def prefix_text(survey: Survey) -> tuple[str | None, list[str]]:
+    """The ReCaLL prefix: the chosen rows' texts in benchmark order, read from their parts (a few rows)."""
+    if not survey.prefix:
+        return None, []
+    by_part = {p.index: p for p in survey.parts}
+    texts = []
+    for part, line, rid in survey.prefix:
+        row = next(r for r in read_part(by_part[part]).rows if r["line"] == line)
+        texts.append(row["input"])
+    return "\n\n".join(texts) + "\n\n", [rid for _, _, rid in survey.prefix]
+
+
+def survey_json(survey: Survey) -> dict:
+    return {"parts": len(survey.parts), "rows_readable": survey.n_good, "rows_unreadable": survey.n_bad,
+            "duplicates": survey.n_duplicates}
