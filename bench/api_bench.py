@@ -48,7 +48,7 @@ def run_api(cfg: dict, work: Path, shared: dict | None = None) -> dict:
     from scoring.studies.known_membership import sotu_passages
     from scoring.lm.model import load_causal_lm
     from scoring.lm.scorer import Scorer
-    from scoring.studies.tiny_lm import train_tiny_gpt2
+    from jobs.kit.studies import train_tiny_gpt2
 
     torch.set_num_threads(1)  # the server gets the other core
     texts = [p["text"] for p in sotu_passages(cfg["words"], cfg["rows"])]

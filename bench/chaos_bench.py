@@ -196,7 +196,7 @@ def _same_tree(a: Path, b: Path, skip=("_SUCCESS",)) -> bool:
 
 def run_chaos(wanted, work: Path) -> dict:
     """Run the named scenarios in `work`; {"what", "scenarios": {name: record}} (bench/run.py's `chaos`)."""
-    from scoring.studies.known_membership import build_known_membership
+    from jobs.kit.studies import build_known_membership
 
     work.mkdir(parents=True, exist_ok=True)
     study = build_known_membership(work / "study", n_per_label=30, buckets=(32,), train_seconds=1.5, seed=3)
@@ -205,7 +205,7 @@ def run_chaos(wanted, work: Path) -> dict:
         log(f"chaos: {name} ...")
         t0 = time.monotonic()
         if name == "audit-node-loss":
-            from scoring.studies.contamination import build_book_study
+            from jobs.kit.studies import build_book_study
 
             books = build_book_study(work / "books", books_per_folder=4, book_words=1500, gsm_per_label=10,
                                      steps=160, seed=0)

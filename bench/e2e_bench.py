@@ -64,7 +64,7 @@ def bench_host_side(model_dir: str, texts: Sequence[str]) -> dict:
     from bench.curation_bench import _one_core
     from scoring.lm.model import load_causal_lm
     from scoring.lm.scorer import Scorer
-    from scoring.lm.tasks import ScoreTask
+    from jobs.plane.tasks import ScoreTask
 
     model, tok = load_causal_lm(model_dir, device="cpu")
     texts = list(texts)

@@ -43,8 +43,9 @@ def tidemark(*args: str) -> float:
 
 
 def run_study(cfg: dict, work: Path) -> dict:
-    from scoring.studies.known_membership import build_known_membership, sotu_passages
-    from scoring.studies.tiny_lm import train_tiny_mlm
+    from scoring.studies.known_membership import sotu_passages
+    from jobs.kit.studies import build_known_membership
+    from jobs.kit.studies import train_tiny_mlm
 
     work.mkdir(parents=True, exist_ok=True)
     study = build_known_membership(work / "study", n_per_label=cfg["n_per_label"], buckets=cfg["buckets"],

@@ -19,7 +19,7 @@ def passages(n: int, words: int = 128, seed: int = 0) -> list[dict]:
 def tiny_model_dir(root: Path, texts: list[str], *, seed: int = 0) -> dict:
     """The 2-layer, width-128 GPT-2 of the tests and the demo (0.7M parameters), tokenizer trained on `texts`.
     Context 512, so that no benchmark passage (~170 tokens, a few over 256) needs a second window."""
-    from scoring.studies.tiny_lm import train_tiny_gpt2
+    from jobs.kit.studies import train_tiny_gpt2
 
     out = Path(root) / "tiny-gpt2"
     return train_tiny_gpt2(texts, out, steps=0, seed=seed, context=512)

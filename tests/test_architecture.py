@@ -3,7 +3,11 @@
   cycles, they do not remove them);
 - no module imports another module's private (_underscored) name: what another module needs is public;
 - Ray is imported in jobs/ only: curation/ and scoring/ run where Ray is not installed (the GPU machine);
-- no module past 400 lines."""
+- no module past 400 lines;
+- scoring/ writes no file: it returns tables, strings and PNG bytes, and the jobs write them;
+- the layers import one way: jobs/ -> curation/ -> scoring/. scoring/ (models, detectors, statistics) imports
+  neither of the others; curation/ uses scoring's statistics and masked LM, never jobs/;
+- test files mirror the package layout: tests/<package>/<room>/test_*.py names a room that exists."""
 from __future__ import annotations
 
 import ast
@@ -111,3 +115,60 @@ def test_ray_is_imported_in_jobs_only():
 
 def test_modules_stay_small():
     assert sorted(m for m, path in MODS.items() if len(path.read_text().splitlines()) > 400) == []
+
+
+# Calls that put bytes on a disk. `open` counts when its mode writes; everything else by the name called.
+WRITING_CALLS = {"savefig", "write_text", "write_bytes", "write_table", "write_dataset", "save_pretrained", "mkdir",
+                 "makedirs", "to_parquet", "rename", "unlink", "rmtree", "atomic_write_text", "atomic_write_bytes",
+                 "atomic_write_parquet"}
+
+
+def file_writes(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        owner = f.value.id if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else ""
+        if name in WRITING_CALLS or (owner == "os" and name in ("write", "replace", "open")):
+            found.append(f"{path.name}:{node.lineno} {name}")
+        elif name == "open":
+            mode = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "mode"), None)
+            if isinstance(mode, ast.Constant) and any(c in str(mode.value) for c in "wax+"):
+                found.append(f"{path.name}:{node.lineno} open({mode.value!r})")
+    return found
+
+
+def test_the_write_finder_finds_writes(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("import os\nopen(p, 'wb')\nopen(p)\nfig.savefig(p)\nos.replace(a, b)\nx.read_text()\n")
+    assert [w.split(" ", 1)[1] for w in file_writes(src)] == ["open('wb')", "savefig", "replace"]
+
+
+# The one exception: a figure rendered into an in-memory buffer (scoring/reports/figures.png_bytes).
+IN_MEMORY = {"figures.py": {"savefig"}}
+
+
+def test_scoring_writes_no_file():
+    writes = [w for m, path in MODS.items() if m.startswith("scoring") for w in file_writes(path)]
+    assert [w for w in writes if w.split(" ")[1] not in IN_MEMORY.get(w.split(":")[0], ())] == []
+
+
+def test_data_flows_one_way():
+    upstream = {"curation": {"jobs"}, "scoring": {"jobs", "curation"}}
+    wrong = sorted((m, d) for m, deps in EDGES.items() for d in deps
+                   if d.split(".")[0] in upstream.get(m.split(".")[0], ()))
+    assert wrong == []
+
+
+def test_test_files_mirror_the_package_layout():
+    tests = ROOT / "tests"
+    misplaced = []
+    for f in tests.rglob("test_*.py"):
+        room = f.parent.relative_to(tests)
+        if room.parts and room.parts[0] in PACKAGES and not (ROOT / room / "__init__.py").is_file():
+            misplaced.append(str(f.relative_to(ROOT)))
+        elif room.parts and room.parts[0] not in PACKAGES:
+            misplaced.append(str(f.relative_to(ROOT)))
+    assert misplaced == []

@@ -1,0 +1,1 @@
+"""Paraphrased copies of a benchmark: the rewriters and the WordNet database reader."""

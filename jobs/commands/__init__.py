@@ -1,0 +1,1 @@
+"""One thin module per `tidemark` command: typer options -> a config dataclass -> one run function."""

@@ -19,35 +19,43 @@ import typer
 
 from curation.io.ledger import quarantine_table
 from jobs.kit.report_out import run_and_print_report, write_html
-from jobs.kit.served_model import ServedFields, drop_full_distribution, run_record, with_served_options
+from jobs.kit.options import command, option, progress_option
+from jobs.kit.served_model import ServedFields, drop_full_distribution, run_record
 
 
 
 @dataclass
 class AuditConfig(ServedFields):
-    target: str
-    model: str
-    out: str
-    calibration: Optional[str] = None  # a labelled benchmark file/release: one example = one snippet
-    calib_members: Optional[str] = None  # or two folders of documents, snippeted like the target
-    calib_nonmembers: Optional[str] = None
-    detector: str = "min_k@k=0.2"
-    objective: str = "accuracy"  # accuracy | fpr (then target_fpr)
-    target_fpr: float = 0.05
-    snippets: int = 100
-    snippet_words: int = 512
-    min_words: int = 8
-    reference_corpus: Optional[str] = None
-    ngram: int = 13
-    top_k: int = 3
-    ci: str = "wilson"
-    n_bootstrap: int = 2000
-    seed: int = 0
-    ref_model: Optional[str] = None
-    ref_corpus: Optional[str] = None
-    shard_size: int = 1000  # snippets per scoring part (the unit of work, writing and resume)
-    report_documents: int = 1000  # documents listed with evidence in report.json (all are in documents.parquet)
-    progress: bool = True
+    target: str = option(help="what to audit: a folder (recursive) or glob of .txt documents, or a jsonl/Parquet "
+                         "benchmark (GSM8K-style question/answer, or text/input; one row = one example)",
+                         flags=("--target", "--corpus"))
+    model: str = option(help="HF causal LM: local dir, hub id, FILE.gguf, DIR::FILE.gguf, or `smollm2`; with "
+                        "--api-base, the served model's name")
+    out: str = option(help="output directory (report.json, report.md, report.html, plots, snippets.parquet)")
+    calibration: Optional[str] = option(None, "labelled calibration benchmark (jsonl/Parquet/release; `label` 1 = "
+                                        "member); one row = one snippet")
+    calib_members: Optional[str] = option(None, "folder/glob of documents known to be in the training data")
+    calib_nonmembers: Optional[str] = option(None, "folder/glob of documents known not to be (e.g. newer)")
+    detector: str = option("min_k@k=0.2", "one detector spec, e.g. min_k@k=0.2, min_k_pp, loss")
+    objective: str = option("accuracy", "threshold: accuracy (max accuracy) or fpr (see --target-fpr)")
+    target_fpr: float = option(0.05, "calibrate at this FPR instead (implies --objective fpr)", cli_default=None)
+    snippets: int = option(100, "random snippets per document (seeded per document id)")
+    snippet_words: int = option(512, "words per snippet; a shorter document is one snippet")
+    min_words: int = option(8, "documents/rows with fewer words are quarantined (too_short)")
+    reference_corpus: Optional[str] = option(None, "text/jsonl file or folder: exact n-gram overlap evidence")
+    ngram: int = option(13, "n for the exact n-gram overlap")
+    top_k: int = option(3, "top-scoring snippets listed per document as evidence")
+    ci: str = option("wilson", "binomial CI for rates: wilson or clopper-pearson")
+    n_bootstrap: int = option(2000, "bootstrap resamples for corpus-level intervals")
+    seed: int = option(0, "seed for snippets and bootstraps")
+    ref_model: Optional[str] = option(None, "reference model, for the `ref` detector")
+    ref_corpus: Optional[str] = option(None, "token-frequency corpus, for the `dc_pdd` detector")
+    shard_size: int = option(1000, "about this many snippets per scoring part (each part is scored and written on "
+                             "the workers and committed under OUT/scoring/_parts/, so a restarted audit resumes)",
+                             min=1)
+    report_documents: int = option(1000, "documents listed with evidence in report.json (the highest max scores "
+                                   "when there are more; documents.parquet has all)", min=1)
+    progress: bool = progress_option()
 
 
 def resolve_detector(spec: str, ref_model: str | None):
@@ -123,9 +131,9 @@ def run_audit(cfg: AuditConfig) -> dict:
     from jobs.plane.part_store import read_parts
     from jobs.kit.identity import json_digest, model_identity, open_output, publish, tool_version
     from jobs.kit.output_store import Location
-    from scoring.audits.corpus import NgramIndex, calibrate, corpus_summary, plot_rates, plot_scores, report_markdown
-    from scoring.audits.corpus import top_snippets
-    from scoring.reports.audit_page import audit_page
+    from scoring.audits.corpus import NgramIndex, calibrate, corpus_summary, top_snippets
+    from scoring.reports.audit_page import audit_page, plot_rates, plot_scores
+    from scoring.reports.audit_report import report_markdown
     from scoring.stats.metrics import roc_auc
 
     t0 = time.perf_counter()
@@ -274,10 +282,10 @@ def run_audit(cfg: AuditConfig) -> dict:
 
     trim()  # the aggregation's temporaries are freed: return them before the plots allocate (the driver's peak)
     plots = ["scores_hist.png"]
-    plot_scores(tgt.scores, cal.scores[cal.labels == 1], cal.scores[cal.labels == 0], th, method.column,
-                out / "scores_hist.png")
+    (out / "scores_hist.png").write_bytes(
+        plot_scores(tgt.scores, cal.scores[cal.labels == 1], cal.scores[cal.labels == 0], th, method.column))
     if not benchmark:
-        plot_rates(rates, corpus["mean_rate"], out / "rates_hist.png")
+        (out / "rates_hist.png").write_bytes(plot_rates(rates, corpus["mean_rate"]))
         plots.append("rates_hist.png")
     pq.write_table(documents.drop_columns(["role"]), out / "documents.parquet")
     pred = (cal.scores >= th).astype(int)
@@ -336,62 +344,19 @@ def _reason_counts(quarantine: list[dict], staged: list[dict]) -> dict:
     return out
 
 
+def audit_config(*, target_fpr: Optional[float], objective: str, ci: str, **options) -> AuditConfig:
+    """The command line's config: a --target-fpr implies --objective fpr (else the config's 0.05 is unused)."""
+    if target_fpr is not None:
+        if not 0 < target_fpr < 1:
+            raise typer.BadParameter("--target-fpr must be in (0, 1)")
+        objective = "fpr"
+    if ci not in ("wilson", "clopper-pearson"):
+        raise typer.BadParameter("--ci must be wilson or clopper-pearson")
+    return AuditConfig(target_fpr=0.05 if target_fpr is None else target_fpr, objective=objective, ci=ci, **options)
+
+
 def register(app: typer.Typer) -> None:
-    @app.command("audit")
-    @with_served_options
-    def audit(
-        target: str = typer.Option(..., "--target", "--corpus",
-                                   help="what to audit: a folder (recursive) or glob of .txt documents, or a jsonl/Parquet "
-                                        "benchmark (GSM8K-style question/answer, or text/input; one row = one example)"),
-        model: str = typer.Option(..., help="HF causal LM: local dir, hub id, FILE.gguf, DIR::FILE.gguf, or `smollm2`; "
-                                  "with --api-base, the served model's name"),
-        out: str = typer.Option(..., help="output directory (report.json, report.md, report.html, plots, "
-                                "snippets.parquet)"),
-        calibration: Optional[str] = typer.Option(
-            None, help="labelled calibration benchmark (jsonl/Parquet/release; `label` 1 = member); one row = one snippet"),
-        calib_members: Optional[str] = typer.Option(None, help="folder/glob of documents known to be in the training data"),
-        calib_nonmembers: Optional[str] = typer.Option(None, help="folder/glob of documents known not to be (e.g. newer)"),
-        detector: str = typer.Option("min_k@k=0.2", help="one detector spec, e.g. min_k@k=0.2, min_k_pp, loss"),
-        objective: str = typer.Option("accuracy", help="threshold: accuracy (max accuracy) or fpr (see --target-fpr)"),
-        target_fpr: Optional[float] = typer.Option(None, help="calibrate at this FPR instead (implies --objective fpr)"),
-        snippets: int = typer.Option(100, help="random snippets per document (seeded per document id)"),
-        snippet_words: int = typer.Option(512, help="words per snippet; a shorter document is one snippet"),
-        min_words: int = typer.Option(8, help="documents/rows with fewer words are quarantined (too_short)"),
-        reference_corpus: Optional[str] = typer.Option(None, help="text/jsonl file or folder: exact n-gram overlap evidence"),
-        ngram: int = typer.Option(13, help="n for the exact n-gram overlap"),
-        top_k: int = typer.Option(3, help="top-scoring snippets listed per document as evidence"),
-        ci: str = typer.Option("wilson", help="binomial CI for rates: wilson or clopper-pearson"),
-        n_bootstrap: int = typer.Option(2000, help="bootstrap resamples for corpus-level intervals"),
-        seed: int = typer.Option(0, help="seed for snippets and bootstraps"),
-        actors: int = typer.Option(1, help="scorer actors (model replicas)"),
-        gpus_per_actor: float = typer.Option(0.0, help="GPUs per scorer actor (0 = CPU)"),
-        batch_size: Optional[int] = typer.Option(None, help="sequences per forward pass (default: 64 on GPU; on CPU up to 16 within 2,048 tokens)"),
-        context: Optional[int] = typer.Option(None, help="window length in tokens (default: model max, ≤2048)"),
-        stride: Optional[int] = typer.Option(None, help="window stride for long snippets (default: context/2)"),
-        ref_model: Optional[str] = typer.Option(None, help="reference model, for the `ref` detector"),
-        ref_corpus: Optional[str] = typer.Option(None, help="token-frequency corpus, for the `dc_pdd` detector"),
-        shard_size: int = typer.Option(1000, min=1, help="about this many snippets per scoring part (each part is "
-                                       "scored and written on the workers and committed under OUT/scoring/_parts/, "
-                                       "so a restarted audit resumes)"),
-        report_documents: int = typer.Option(1000, min=1, help="documents listed with evidence in report.json "
-                                             "(the highest max scores when there are more; documents.parquet has all)"),
-        quiet: bool = typer.Option(False, help="no progress bars"),
-        served: dict = None,
-    ):
-        """Estimate how much of a corpus or benchmark a model trained on: calibrated per-document contamination
-        rates with CIs, the corpus mean, the FPR-corrected share, and evidence (top snippets, 13-gram overlap)."""
-        if target_fpr is not None:
-            if not 0 < target_fpr < 1:
-                raise typer.BadParameter("--target-fpr must be in (0, 1)")
-            objective = "fpr"
-        if ci not in ("wilson", "clopper-pearson"):
-            raise typer.BadParameter("--ci must be wilson or clopper-pearson")
-        cfg = AuditConfig(target=target, model=model, out=out, calibration=calibration, calib_members=calib_members,
-                          calib_nonmembers=calib_nonmembers, detector=detector, objective=objective,
-                          target_fpr=target_fpr if target_fpr is not None else 0.05, snippets=snippets,
-                          snippet_words=snippet_words, min_words=min_words, reference_corpus=reference_corpus,
-                          ngram=ngram, top_k=top_k, ci=ci, n_bootstrap=n_bootstrap, seed=seed, actors=actors,
-                          gpus_per_actor=gpus_per_actor, batch_size=batch_size, context=context, stride=stride,
-                          ref_model=ref_model, ref_corpus=ref_corpus, shard_size=shard_size,
-                          report_documents=report_documents, progress=not quiet, **served)
-        run_and_print_report(run_audit, cfg)
+    app.command("audit")(command(
+        AuditConfig, lambda cfg: run_and_print_report(run_audit, cfg), make=audit_config,
+        doc="Estimate how much of a corpus or benchmark a model trained on: calibrated per-document contamination "
+            "rates with CIs, the corpus mean, the FPR-corrected share, and evidence (top snippets, 13-gram overlap)."))

@@ -112,7 +112,8 @@ def register(app: typer.Typer) -> None:
     ):
         """Controlled contamination: AUC per detector × repeats × learning rate, with a plot. Minutes on a CPU."""
         from jobs.kit.identity import open_output, publish
-        from scoring.studies.contamination import QUICK, StudyConfig, run_study
+        from scoring.studies.contamination import QUICK, StudyConfig
+        from jobs.kit.studies import run_study
 
         kw = dict(QUICK) if quick else {}
         given = {"repeats": _ints(repeats, "--repeats") if repeats else None,

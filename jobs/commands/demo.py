@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
         """Train a tiny GPT-2 on known members (SOTU passages) and evaluate every detector on it with Ray; then a
         quick controlled contamination study (`tidemark contamination-study --quick`)."""
         from jobs.commands.evaluate import EvaluateConfig, run_evaluate
-        from scoring.studies.known_membership import build_known_membership
+        from jobs.kit.studies import build_known_membership
 
         out_dir = Path(out)
         steps = 3 if study else 2
@@ -40,7 +40,8 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"report: {res['report']}")
         if study:
             from jobs.commands.contamination_study import pool_scorer
-            from scoring.studies.contamination import QUICK, StudyConfig, run_study
+            from scoring.studies.contamination import QUICK, StudyConfig
+            from jobs.kit.studies import run_study
 
             typer.echo(f"[3/{steps}] controlled contamination study (quick): contaminants inserted 1× and 4× "
                        "into a background corpus, continued training, AUC per detector ...")

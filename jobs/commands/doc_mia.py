@@ -15,29 +15,32 @@ from typing import Optional
 import numpy as np
 import typer
 
-from jobs.kit.log import log
 from curation.io.ledger import quarantine_table
+from jobs.kit.options import command, option, progress_option
 from jobs.kit.report_out import run_and_print_report, write_html
 
 
 @dataclass
 class DocMiaConfig:
-    members: str
-    nonmembers: str
-    model: str
-    out: str
-    contexts: str = "128"
-    normalizations: str = "all"
-    features: str = "AggFE,HistFE"
-    folds: int = 5
-    n_trees: int = 500
-    hist_bins: int = 1000
-    min_words: int = 50
-    seed: int = 0
-    actors: int = 1
-    gpus_per_actor: float = 0.0
-    batch_size: Optional[int] = None
-    progress: bool = True
+    members: str = option(help="folder or glob of documents known to be in the training data (.txt; jsonl/Parquet "
+                          "rows count as one document each)")
+    nonmembers: str = option(help="folder or glob of documents known not to be (e.g. published later)")
+    model: str = option(help="HF causal LM: local dir, hub id, FILE.gguf, DIR::FILE.gguf, or `smollm2`")
+    out: str = option(help="output directory (metrics.json, scores.parquet, report.md, report.html)")
+    contexts: str = option("128", "comma-separated contexts C (stride C−1); the paper's best is 128")
+    normalizations: str = option("all", "all, or a comma list of NoNorm, RatioNorm-TF, RatioNorm-GP, MaxNorm-TF, "
+                                 "MaxNorm-GP")
+    features: str = option("AggFE,HistFE", "feature extractors: AggFE, HistFE")
+    folds: int = option(5, "k for stratified k-fold CV")
+    n_trees: int = option(500, "trees in the random forest (paper: 500)")
+    hist_bins: int = option(1000, "HistFE equal-width bins (paper: 1000)")
+    min_words: int = option(50, "documents with fewer words are quarantined")
+    seed: int = option(0, "seed for folds and forests")
+    actors: int = option(1, "scorer actors (model replicas)")
+    gpus_per_actor: float = option(0.0, "GPUs per scorer actor (0 = CPU)")
+    batch_size: Optional[int] = option(None, "windows per forward pass (default: 64 on GPU; on CPU up to 16 within "
+                                       "2,048 tokens)")
+    progress: bool = progress_option()
 
 
 def parse_contexts(spec: str) -> list[int]:
@@ -82,35 +85,29 @@ def doc_mia_fingerprint(cfg: DocMiaConfig, contexts: list[int], with_gp: bool) -
 
 
 def score_document_parts(cfg: DocMiaConfig, dest, contexts: list[int], with_gp: bool) -> tuple[dict, dict]:
-    """Score every document part on the pool (skipping parts committed by an earlier run with the same
-    fingerprint and input); returns ({part index: summary}, stats)."""
-    from jobs.parts.documents import DOC_PART_DIRS, PrepareDocuments, ScoreDocuments, part_digest, plan_doc_parts
-    from jobs.kit.runtime import start_driver
-    from jobs.plane.part_store import PartStore
-    from jobs.plane.watch import replanning
-    from jobs.plane.scoring_pool import PoolStages, run_pipeline
+    """Score every document part on the pool through the one part loop (jobs/plane/part_loop.run_parts: resume,
+    node-loss replanning, the stall bound); returns ({part index: summary}, stats)."""
     from jobs.kit.output_store import new_run_id
+    from jobs.kit.runtime import start_driver
+    from jobs.parts.documents import DOC_PART_DIRS, NOT_ISOLATED, PrepareDocuments, ScoreDocuments, part_digest, \
+        plan_doc_parts
+    from jobs.plane.part_loop import run_parts
+    from jobs.plane.part_store import PartStore
+    from jobs.plane.scoring_pool import PoolStages, run_pipeline
 
     parts = plan_doc_parts(cfg.members, cfg.nonmembers, cfg.min_words)
     digests = {p.index: part_digest(p) for p in parts}
     store = PartStore(dest, doc_mia_fingerprint(cfg, contexts, with_gp), DOC_PART_DIRS)
-    done = {i: m for i in digests if (m := store.marker(i, digests[i]))}
-    store.clean(keep=set(done))
-    pending = [p for p in parts if p.index not in done]
-    stats = {"parts": len(parts), "reused": len(done), "scored": len(pending)}
-    summaries = dict(done)
-    if pending:
-        start_driver()
-        run_id = new_run_id()
-        stages = PoolStages(PrepareDocuments, {"spec": doc_mia_spec(cfg)}, ScoreDocuments, {"dest": dest.uri},
-                            {"contexts": tuple(contexts), "with_gp": with_gp})
-        def pool(items):  # a lost node's parts go to a new pool on what is alive (jobs/plane/watch.py)
-            return run_pipeline(doc_mia_spec(cfg), [{"part": p.to_json()} for p in items], stages, cfg.progress)
+    stages = PoolStages(PrepareDocuments, {"spec": doc_mia_spec(cfg)}, ScoreDocuments, {"dest": dest.uri},
+                        {"contexts": tuple(contexts), "with_gp": with_gp})
 
-        for summary in replanning(pool, pending, lambda p: p.index in summaries, stats,
-                                  log):
-            store.commit(summary, digests[summary["index"]], run_id)
-            summaries[summary["index"]] = summary
+    def pool(items):
+        start_driver()
+        return run_pipeline(doc_mia_spec(cfg), [{"part": p.to_json()} for p in items], stages, cfg.progress)
+
+    stats = {"parts": len(parts), "reused": 0, "scored": 0}
+    summaries = run_parts(parts, index=lambda p: p.index, digests=digests, store=store, pool=pool, stats=stats,
+                          run_id=new_run_id(), not_isolated=NOT_ISOLATED)
     return summaries, stats
 
 
@@ -166,7 +163,8 @@ def run_doc_mia(cfg: DocMiaConfig) -> dict:
     from jobs.kit.identity import open_output, publish
     from scoring.audits.docmia.features import make_extractor
     from scoring.audits.docmia.normalization import parse_normalizations
-    from scoring.audits.docmia.protocol import GridConfig, make_folds, report_table
+    from scoring.audits.docmia.protocol import GridConfig, make_folds
+    from scoring.reports.doc_mia_page import report_markdown, report_page
 
     t0 = time.perf_counter()
     phases = PhaseClock()
@@ -235,99 +233,16 @@ def run_doc_mia(cfg: DocMiaConfig) -> dict:
             "best": {k: best[k] for k in ("normalization", "features", "context", "auc_mean", "auc_std")},
             "phases_s": phases.laps, "seconds": round(time.perf_counter() - t0, 2)}
     (out / "metrics.json").write_text(json.dumps({**meta, "results": records}, indent=2, default=float))
-    n_quarantined = counts["documents_quarantined"]
-    md = [f"# Tidemark document-level membership: `{cfg.model}`", "",
-          f"- members `{cfg.members}`, non-members `{cfg.nonmembers}`",
-          f"- documents in {counts['documents_in']} = used {n_used} ({counts['members_used']} members, "
-          f"{counts['nonmembers_used']} non-members) + quarantined {n_quarantined} (`quarantine.parquet`); tokens "
-          f"per document: median {meta['tokens_per_document']['median']:.0f} (min "
-          f"{meta['tokens_per_document']['min']}, max {meta['tokens_per_document']['max']})",
-          f"- {cfg.folds}-fold stratified CV (seed {cfg.seed}); random forest {cfg.n_trees} trees, max depth 5, "
-          f"min 3 samples per leaf; reference dictionaries and {cfg.hist_bins} HistFE bins fitted on training folds only",
-          "- cells: AUC mean ± std over folds (TPR at 1% / 10% FPR, fold means). With few documents per fold, "
-          "TPR@1% FPR is the TPR at zero false positives.", "",
-          report_table(records), "",
-          f"Best: {best['normalization']} + {best['features']} at C={best['context']}: AUC {best['auc_mean']:.3f} ± "
-          f"{best['auc_std']:.3f}", ""]
-    if n_used < 100:
-        md.append(f"Note: {n_used} documents in all; the paper used 1000 + 1000. Fold-level numbers are coarse.")
-    (out / "report.md").write_text("\n".join(md) + "\n")
-    write_html(out, _page(cfg, meta, records))
+    (out / "report.md").write_text(report_markdown(meta, records))
+    write_html(out, report_page(meta, records))
     dest.delete_tree(GRID_DIR)  # the features are intermediate; doc_stats.parquet keeps what they came from
     publish(dest, out, {"job": "doc-mia", "counts": counts})
     return {"report": str(out / "report.md"), "metrics": str(out / "metrics.json"), "records": records,
             "counts": counts, "seconds": meta["seconds"]}
 
 
-def _page(cfg: DocMiaConfig, meta: dict, records: list[dict]):
-    """report.html's content (scoring/reports/html.py): how well whole documents' membership can be told, first."""
-    from scoring.reports.html import Code, Page, Row, Section, Table, left_out, num, pct
-
-    best, counts, tokens = meta["best"], meta["counts"], meta["tokens_per_document"]
-    head = (f"Member documents can be told from non-members with AUC {num(best['auc_mean'], 2)} ± "
-            f"{num(best['auc_std'], 2)} (mean ± standard deviation over {cfg.folds} folds), by the best setting: "
-            f"{best['normalization']} + {best['features']} at C = {best['context']}.")
-    baseline = max((r["auc_mean"] for r in records if r["normalization"] == "-"), default=float("nan"))
-    summary = (f"{counts['documents_used']:,} documents ({counts['members_used']:,} members, "
-               f"{counts['nonmembers_used']:,} non-members) under {cfg.model}; 0.5 is guessing, 1.0 is perfect. "
-               f"Without a classifier (the documents' mean log-likelihood alone) the best AUC is {num(baseline, 2)}. "
-               f"The best of {sum(r['normalization'] != '-' for r in records)} settings is picked on the same folds "
-               "it is scored on, so its AUC is somewhat optimistic.")
-
-    def row(r):
-        same = (r["normalization"], r["features"], r["context"]) == (best["normalization"], best["features"],
-                                                                      best["context"])
-        return Row([r["normalization"], r["features"], r["context"], f"{num(r['auc_mean'])} ± {num(r['auc_std'])}",
-                    pct(r["tpr_at_1_fpr_mean"]), pct(r["tpr_at_10_fpr_mean"])],
-                   "best" if same else "muted" if r["normalization"] == "-" else "")
-
-    grid = Table(["normalisation", "features", "C", "AUC (mean ± std)", "TPR at 1% FPR", "TPR at 10% FPR"],
-                 [row(r) for r in records], "Every setting of the grid; TPR values are fold means.")
-    method = (f"{cfg.folds}-fold stratified cross-validation (seed {cfg.seed}); a random forest of {cfg.n_trees} trees "
-              f"per fold; reference dictionaries and {cfg.hist_bins} histogram bins fitted on training folds only. "
-              "With few documents per fold, TPR at 1% FPR is the TPR at zero false positives.")
-    warnings = [f"Only {counts['documents_used']} documents in all (the method's paper used 1000 + 1000): "
-                "fold-level numbers are coarse."] if counts["documents_used"] < 100 else []
-    if counts["documents_quarantined"]:
-        warnings.append(left_out(counts["documents_quarantined"], counts["documents_in"], "documents"))
-    facts = [("members", Code(cfg.members)), ("non-members", Code(cfg.nonmembers)), ("model", Code(cfg.model)),
-             ("documents", f"{counts['documents_in']:,} in, {counts['documents_used']:,} used, "
-                           f"{counts['documents_quarantined']:,} quarantined"),
-             ("tokens per document", f"median {tokens['median']:,.0f} (min {tokens['min']:,}, max {tokens['max']:,})")]
-    files = [("report.md", "this report's numbers as Markdown"),
-             ("metrics.json", "every setting's per-fold AUC and TPRs"),
-             ("scores.parquet", "every document's out-of-fold score under every setting"),
-             ("quarantine.parquet", "documents that could not be used, each with its reason")]
-    return Page(kind="document-level membership inference", headline=head, summary=summary, facts=facts,
-                sections=[Section("Results", [method, grid])], warnings=warnings, files=files)
-
-
 def register(app: typer.Typer) -> None:
-    @app.command("doc-mia")
-    def doc_mia(
-        members: str = typer.Option(..., help="folder or glob of documents known to be in the training data (.txt; "
-                                              "jsonl/Parquet rows count as one document each)"),
-        nonmembers: str = typer.Option(..., help="folder or glob of documents known not to be (e.g. published later)"),
-        model: str = typer.Option(..., help="HF causal LM: local dir, hub id, FILE.gguf, DIR::FILE.gguf, or `smollm2`"),
-        out: str = typer.Option(..., help="output directory (metrics.json, scores.parquet, report.md, report.html)"),
-        contexts: str = typer.Option("128", help="comma-separated contexts C (stride C−1); the paper's best is 128"),
-        normalizations: str = typer.Option("all", help="all, or a comma list of NoNorm, RatioNorm-TF, RatioNorm-GP, "
-                                                       "MaxNorm-TF, MaxNorm-GP"),
-        features: str = typer.Option("AggFE,HistFE", help="feature extractors: AggFE, HistFE"),
-        folds: int = typer.Option(5, help="k for stratified k-fold CV"),
-        n_trees: int = typer.Option(500, help="trees in the random forest (paper: 500)"),
-        hist_bins: int = typer.Option(1000, help="HistFE equal-width bins (paper: 1000)"),
-        min_words: int = typer.Option(50, help="documents with fewer words are quarantined"),
-        seed: int = typer.Option(0, help="seed for folds and forests"),
-        actors: int = typer.Option(1, help="scorer actors (model replicas)"),
-        gpus_per_actor: float = typer.Option(0.0, help="GPUs per scorer actor (0 = CPU)"),
-        batch_size: Optional[int] = typer.Option(None, help="windows per forward pass (default: 64 on GPU; on CPU up to 16 within 2,048 tokens)"),
-        quiet: bool = typer.Option(False, help="no progress bars"),
-    ):
-        """Document-level membership inference (Meeus et al.): k-fold random-forest AUC over
-        normalisation × features × context, from whole-document token statistics."""
-        cfg = DocMiaConfig(members=members, nonmembers=nonmembers, model=model, out=out, contexts=contexts,
-                           normalizations=normalizations, features=features, folds=folds, n_trees=n_trees,
-                           hist_bins=hist_bins, min_words=min_words, seed=seed, actors=actors,
-                           gpus_per_actor=gpus_per_actor, batch_size=batch_size, progress=not quiet)
-        run_and_print_report(run_doc_mia, cfg)
+    app.command("doc-mia")(command(
+        DocMiaConfig, lambda cfg: run_and_print_report(run_doc_mia, cfg),
+        doc="Document-level membership inference (Meeus et al.): k-fold random-forest AUC over normalisation × "
+            "features × context, from whole-document token statistics."))

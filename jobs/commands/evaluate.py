@@ -14,29 +14,47 @@ import numpy as np
 import typer
 
 from jobs.kit.log import log
-from jobs.kit.served_model import ServedFields, with_served_options
+from jobs.kit.options import command, option, progress_option
+from jobs.kit.served_model import ServedFields
 from jobs.kit.report_out import command_line, run_and_print_report
 
 
 @dataclass
 class EvaluateConfig(ServedFields):
-    benchmark: str
-    model: str
-    out: str
-    ref_model: Optional[str] = None
-    neighbour_model: Optional[str] = None  # the masked LM that makes the neighbourhood attack's neighbours
-    methods: str = "all"
-    recall_shots: int = 3
-    ref_corpus: Optional[str] = None
-    calibrate: str = "accuracy"
-    seed: int = 0
+    benchmark: str = option(help="jsonl or Parquet with `input`, `label` (1 = member), optional `bucket`/`id`; or a "
+                            "release dir")
+    model: str = option(help="HF causal LM: local dir, hub id, FILE.gguf, DIR::FILE.gguf, or `smollm2`; with "
+                        "--api-base, the served model's name")
+    out: str = option(help="output directory or s3:// prefix (complete when _SUCCESS is there)")
+    ref_model: Optional[str] = option(None, "reference model for the `ref` detector")
+    neighbour_model: Optional[str] = option(
+        None, "a local masked LM (BERT, RoBERTa, DistilBERT directory) for the `neighbour` detector (Mattern et "
+        "al.): score = mean loss of n one-word-swapped neighbours - the passage's loss (loss = mean token NLL, as "
+        "`loss` computes it; larger = member). Defaults n=25, dropout 0.7 on the swapped word's embedding; costs "
+        "1 + n target passes per passage; neighbours go to OUT/neighbours.parquet. Without it, `all` leaves "
+        "`neighbour` out")
+    methods: str = option("all", "comma-separated detectors, params with @: `loss,min_k@k=0.1,pac@n=3`, "
+                          "`neighbour@n=10`")
+    recall_shots: int = option(3, "non-member texts in the ReCaLL prefix (excluded from evaluation)")
+    ref_corpus: Optional[str] = option(None, "text/jsonl file or dir: DC-PDD token frequencies")
+    calibrate: str = option("accuracy", "threshold objective on a 30% calibration split: accuracy|f1")
+    seed: int = option(0, "seed for bootstrap, PAC copies, ReCaLL prefix and calibration split")
     n_bootstrap: int = 1000
-    progress: bool = True
-    shard_size: int = 1000  # rows per part: the unit of work, writing and resume (jobs/plane/part_loop.py)
-    resume: bool = True  # reuse finished shards; a finished job with the same fingerprint is a no-op
-    requester_pays: bool = False  # reading an s3:// benchmark from a requester-pays bucket
-    blind_sample: int = 20_000  # rows the blind baseline is fitted on at most (a seeded sample above that)
-    compare_to: Optional[str] = None  # an earlier evaluation (its OUT) or a benchmark: AUCs shown side by side
+    progress: bool = progress_option()
+    # rows per part: the unit of work, writing and resume (jobs/plane/part_loop.py)
+    shard_size: int = option(1000, "about this many rows per part (jsonl is cut by bytes): each part is read, "
+                             "scored and written on the workers and committed with a marker under OUT/_parts/, so "
+                             "a restarted job resumes", min=1)
+    resume: bool = option(True, "skip committed parts (and a finished job); --no-resume rescores everything")
+    requester_pays: bool = option(False, "read an s3:// --benchmark from a requester-pays bucket")
+    blind_sample: int = option(20_000, "the blind baseline (text-only classifiers, no model) is fitted on at most "
+                               "this many rows: a seeded sample above it, recorded in run.json (its cross-validated "
+                               "TF-IDF fits cost ~4.5 s per 1k rows on one core)", min=10)
+    compare_to: Optional[str] = option(
+        None, "show each AUC beside the same detector's AUC on ORIGINAL: an earlier evaluation's OUT (read from its "
+        "metrics.json) or a benchmark (then evaluated first into OUT/original/ with the same model and settings). "
+        "For a paraphrased benchmark (`tidemark paraphrase`): report.md gets a table with the change, and "
+        "compare_auc.png")
     extra: dict = field(default_factory=dict)
 
 
@@ -109,7 +127,8 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     from jobs.kit.runtime import start_driver
     from jobs.kit.redact import redact
     from jobs.kit.served_model import run_record
-    from scoring.stats.evaluation import compute_metrics, save_token_freq, write_outputs
+    from jobs.kit.evaluation_files import save_token_freq, write_outputs
+    from scoring.stats.evaluation import compute_metrics
     from scoring.lm.views import ORIGINAL, PREFIXED
 
     t0 = time.perf_counter()
@@ -254,55 +273,6 @@ class PhaseClock:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("evaluate")
-    @with_served_options
-    def evaluate(
-        benchmark: str = typer.Option(..., help="jsonl or Parquet with `input`, `label` (1 = member), optional `bucket`/`id`; or a release dir"),
-        model: str = typer.Option(..., help="HF causal LM: local dir, hub id, FILE.gguf, DIR::FILE.gguf, or `smollm2`; "
-                                  "with --api-base, the served model's name"),
-        out: str = typer.Option(..., help="output directory or s3:// prefix (complete when _SUCCESS is there)"),
-        ref_model: Optional[str] = typer.Option(None, help="reference model for the `ref` detector"),
-        neighbour_model: Optional[str] = typer.Option(
-            None, help="a local masked LM (BERT, RoBERTa, DistilBERT directory) for the `neighbour` detector "
-            "(Mattern et al.): score = mean loss of n one-word-swapped neighbours - the passage's loss (loss = mean "
-            "token NLL, as `loss` computes it; larger = member). Defaults n=25, dropout 0.7 on the swapped word's "
-            "embedding; costs 1 + n target passes per passage; neighbours go to OUT/neighbours.parquet. Without "
-            "it, `all` leaves `neighbour` out"),
-        methods: str = typer.Option("all", help="comma-separated detectors, params with @: `loss,min_k@k=0.1,pac@n=3`, "
-                                    "`neighbour@n=10`"),
-        actors: int = typer.Option(1, help="scorer actors (model replicas)"),
-        gpus_per_actor: float = typer.Option(0.0, help="GPUs per scorer actor (0 = CPU)"),
-        batch_size: Optional[int] = typer.Option(None, help="sequences per forward pass (default: 64 on GPU; on CPU up to 16 within 2,048 tokens)"),
-        context: Optional[int] = typer.Option(None, help="window length in tokens (default: model max, ≤2048)"),
-        stride: Optional[int] = typer.Option(None, help="window stride for long texts (default: context/2)"),
-        recall_shots: int = typer.Option(3, help="non-member texts in the ReCaLL prefix (excluded from evaluation)"),
-        ref_corpus: Optional[str] = typer.Option(None, help="text/jsonl file or dir: DC-PDD token frequencies"),
-        calibrate: str = typer.Option("accuracy", help="threshold objective on a 30% calibration split: accuracy|f1"),
-        seed: int = typer.Option(0, help="seed for bootstrap, PAC copies, ReCaLL prefix and calibration split"),
-        quiet: bool = typer.Option(False, help="no progress bars"),
-        shard_size: int = typer.Option(1000, min=1, help="about this many rows per part (jsonl is cut by bytes): "
-                                       "each part is read, scored and written on the workers and committed with "
-                                       "a marker under OUT/_parts/, so a restarted job resumes"),
-        resume: bool = typer.Option(True, help="skip committed parts (and a finished job); --no-resume "
-                                    "rescores everything"),
-        requester_pays: bool = typer.Option(False, help="read an s3:// --benchmark from a requester-pays bucket"),
-        blind_sample: int = typer.Option(20_000, min=10, help="the blind baseline (text-only classifiers, no model) "
-                                         "is fitted on at most this many rows: a seeded sample above it, recorded "
-                                         "in run.json (its cross-validated TF-IDF fits cost ~4.5 s per 1k rows "
-                                         "on one core)"),
-        compare_to: Optional[str] = typer.Option(
-            None, help="show each AUC beside the same detector's AUC on ORIGINAL: an earlier evaluation's OUT "
-            "(read from its metrics.json) or a benchmark (then evaluated first into OUT/original/ with the same "
-            "model and settings). For a paraphrased benchmark (`tidemark paraphrase`): report.md gets a table "
-            "with the change, and compare_auc.png"),
-        served: dict = None,
-    ):
-        """Score a membership benchmark with every detector from one forward pass per view, on a Ray actor pool."""
-        cfg = EvaluateConfig(benchmark=benchmark, model=model, out=out, ref_model=ref_model,
-                             neighbour_model=neighbour_model, methods=methods,
-                             actors=actors, gpus_per_actor=gpus_per_actor, batch_size=batch_size, context=context,
-                             stride=stride, recall_shots=recall_shots, ref_corpus=ref_corpus, calibrate=calibrate,
-                             seed=seed, progress=not quiet, shard_size=shard_size, resume=resume,
-                             requester_pays=requester_pays, blind_sample=blind_sample, compare_to=compare_to,
-                             **served)
-        run_and_print_report(run_evaluate, cfg)
+    app.command("evaluate")(command(
+        EvaluateConfig, lambda cfg: run_and_print_report(run_evaluate, cfg),
+        doc="Score a membership benchmark with every detector from one forward pass per view, on a Ray actor pool."))

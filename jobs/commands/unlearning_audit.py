@@ -4,42 +4,44 @@ Cut every document into consecutive 512-word chunks, score each chunk with Min-K
 the unlearned model (the shared scoring pool: the unlearned model runs as the `ref` branch, and both Min-K% scores
 are computed on the workers),
 and flag the chunks whose score ratio unlearned/original lies in (1/τ, τ), τ = 1.15: the unlearned model still
-finds them about as likely as before, so unlearning probably failed there.
+finds them about as likely as before, so unlearning probably failed there. The report's content (Markdown, page and
+plot) is scoring/reports/unlearning_audit_page.py's.
 """
 from __future__ import annotations
 
 import json
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Optional
 
 import numpy as np
 import typer
 
 from curation.io.ledger import quarantine_table
+from jobs.kit.options import command, option, progress_option
 from jobs.kit.report_out import run_and_print_report, write_html
 
 
 @dataclass
 class UnlearningConfig:
-    original: str
-    unlearned: str
-    corpus: str
-    out: str
-    k: float = 0.2
-    tolerance: float = 1.15
-    chunk_words: int = 512
-    min_chunk_words: int = 64
-    ci: str = "wilson"
-    actors: int = 1
-    gpus_per_actor: float = 0.0
-    batch_size: Optional[int] = None
-    context: Optional[int] = None
-    stride: Optional[int] = None
+    original: str = option(help="the model before unlearning (HF dir, hub id, GGUF, `smollm2`)")
+    unlearned: str = option(help="the model after unlearning")
+    corpus: str = option(help="what should have been forgotten: folder/glob of .txt, or jsonl rows")
+    out: str = option(help="output directory (report.json, report.md, report.html, chunks.parquet, ratios_hist.png)")
+    k: float = option(0.2, "Min-K% fraction k")
+    tolerance: float = option(1.15, "flag when the ratio lies in (1/τ, τ)")
+    chunk_words: int = option(512, "words per chunk (consecutive)")
+    min_chunk_words: int = option(64, "a last chunk shorter than this is dropped (a document's first chunk is always "
+                                  "kept)")
+    ci: str = option("wilson", "binomial CI: wilson or clopper-pearson")
+    actors: int = option(1, "scorer actors per model")
+    gpus_per_actor: float = option(0.0, "GPUs per scorer actor (0 = CPU)")
+    batch_size: Optional[int] = option(None, "sequences per forward pass")
+    context: Optional[int] = option(None, "window length in tokens (default: model max, ≤2048)")
+    stride: Optional[int] = option(None, "window stride (default: context/2)")
     max_listed: int = 100
     shard_size: int = 1000  # chunks per scoring part
-    progress: bool = True
+    progress: bool = progress_option()
 
 
 def flag_ratio(original: np.ndarray, unlearned: np.ndarray, tolerance: float) -> tuple[np.ndarray, np.ndarray]:
@@ -59,6 +61,7 @@ def run_unlearning_audit(cfg: UnlearningConfig) -> dict:
     from scoring.audits.corpus import chunk_document
     from scoring.detectors import parse_method
     from scoring.detectors.base import OnView
+    from scoring.reports.unlearning_audit_page import plot_ratios, report_markdown, report_page
     from scoring.stats.proportions import binomial_ci
 
     t0 = time.perf_counter()
@@ -136,9 +139,9 @@ def run_unlearning_audit(cfg: UnlearningConfig) -> dict:
     pq.write_table(pa.Table.from_pylist(scored) if scored else pa.table({}), out / "chunks.parquet")
     pq.write_table(quarantine_table(quarantine, context=("unit",)), out / "quarantine.parquet")
     if scored:
-        _plot_ratios(ratios, cfg.tolerance, out / "ratios_hist.png")
-    (out / "report.md").write_text(_markdown(report, cfg))
-    write_html(out, _page(report, cfg, out))
+        (out / "ratios_hist.png").write_bytes(plot_ratios(ratios, cfg.tolerance))
+    (out / "report.md").write_text(report_markdown(report))
+    write_html(out, report_page(report, out))
     publish(dest, out, {"job": "unlearning-audit", "counts": counts})
     return {"report": str(out / "report.md"), "flagged_share": report["flagged_share"], "counts": counts,
             "seconds": report["seconds"]}
@@ -155,7 +158,7 @@ def _score_chunks(cfg: UnlearningConfig, dest, chunks: list[dict], methods: list
     from jobs.plane.scoring_pool import ModelBranch, ScoringSpec
     from jobs.kit.identity import json_digest, model_identity, tool_version
     from jobs.kit.output_store import Location
-    from scoring.lm.tasks import hooks_from_env
+    from jobs.plane.tasks import hooks_from_env
 
     start_driver()
     dest.write_bytes("_staging/chunks.jsonl", "".join(
@@ -183,124 +186,14 @@ def _score_chunks(cfg: UnlearningConfig, dest, chunks: list[dict], methods: list
     return scores, failed
 
 
-def _markdown(report: dict, cfg: UnlearningConfig) -> str:
-    c = report["counts"]
-    lo, hi = report["flagged_share_ci"]
-    md = [f"# Tidemark unlearning audit: {cfg.corpus}", "",
-          f"- original `{cfg.original}`, unlearned `{cfg.unlearned}`",
-          f"- {report['rule']}: the unlearned model still finds the chunk about as likely → unlearning likely failed",
-          f"- documents in {c['documents_in']} = scored {c['documents_scored']} + quarantined "
-          f"{c['documents_quarantined']}; chunks ({cfg.chunk_words} words) planned {c['chunks_planned']} = scored "
-          f"{c['chunks_scored']} + quarantined {c['chunks_quarantined']}", "",
-          f"**Flagged: {100 * report['flagged_share']:.1f}%** [{100 * lo:.1f}%, {100 * hi:.1f}%] "
-          f"({report['n_flagged']} of {c['chunks_scored']} chunks; {report['ci_method']} 95% CI). "
-          f"Ratio quantiles 10/50/90%: " + ", ".join(f"{v:.3f}" for v in report["ratio_quantiles"].values()), "",
-          "## Documents", "", "| document | chunks | flagged | share [95% CI] |", "|---|---|---|---|"]
-    for d in sorted(report["documents"], key=lambda d: -d["share"]):
-        md.append(f"| `{d['id']}` | {d['chunks']} | {d['flagged']} | {100 * d['share']:.1f}% "
-                  f"[{100 * d['share_ci'][0]:.1f}%, {100 * d['share_ci'][1]:.1f}%] |")
-    flagged = report["flagged_chunks"]
-    md += ["", f"## Flagged chunks ({len(flagged)}" + (f", first {cfg.max_listed} listed; all in chunks.parquet"
-                                                      if len(flagged) > cfg.max_listed else "") + ")", "",
-           "| document | chunk | words | Min-K% original | Min-K% unlearned | ratio | excerpt |",
-           "|---|---|---|---|---|---|---|"]
-    for s in flagged[:cfg.max_listed]:
-        md.append(f"| `{s['doc_id']}` | {s['index']} | {s['start_word']}–{s['start_word'] + s['n_words']} | "
-                  f"{s['min_k_original']:.3f} | {s['min_k_unlearned']:.3f} | {s['ratio']:.3f} | {s['excerpt']} … |")
-    md += ["", "Plot: `ratios_hist.png`", ""]
-    return "\n".join(md)
-
-
-def _page(report: dict, cfg: UnlearningConfig, out: Path):
-    """report.html's content (scoring/reports/html.py): the share of the forget set unlearning left in place first."""
-    from scoring.reports.html import Code, Figure, Page, Section, Table, left_out, num, pct_ci
-
-    c = report["counts"]
-    head = (f"Unlearning likely failed on an estimated {pct_ci(report['flagged_share'], report['flagged_share_ci'], 0)}"
-            " of the forget set: the unlearned model still finds those passages about as likely as the original did.")
-    summary = (f"{report['n_flagged']:,} of {c['chunks_scored']:,} chunks of {cfg.chunk_words} words were flagged "
-               f"({report['ci_method']} 95% interval). Rule: {report['rule']}.")
-    docs = sorted(report["documents"], key=lambda d: -d["share"])
-    flagged = report["flagged_chunks"]
-    listed = f"first {cfg.max_listed} of {len(flagged):,}; all in chunks.parquet" if len(flagged) > cfg.max_listed \
-        else f"{len(flagged):,}"
-    sections = [
-        Section("Documents", [Table(["document", "chunks", "flagged", "share flagged [95% CI]"],
-                                    [[Code(str(d["id"])), d["chunks"], d["flagged"], pct_ci(d["share"], d["share_ci"])]
-                                     for d in docs])]),
-        Section("Score ratios", [
-            "Ratio = Min-K% score under the unlearned model / under the original. Near 1, unlearning changed "
-            "nothing for that chunk; " + "quantiles 10/50/90%: "
-            + ", ".join(num(v) for v in report["ratio_quantiles"].values()) + ".",
-            Figure(out / "ratios_hist.png", "Chunks' score ratios; the flagged band lies between the dashed lines")]),
-        Section(f"Flagged chunks ({listed})", [Table(
-            ["document", "chunk", "words", "Min-K% original", "Min-K% unlearned", "ratio", "text"],
-            [[Code(str(s["doc_id"])), s["index"], f"{s['start_word']}–{s['start_word'] + s['n_words']}",
-              num(s["min_k_original"]), num(s["min_k_unlearned"]), num(s["ratio"]), s["excerpt"] + " …"]
-             for s in flagged[:cfg.max_listed]])]),
-    ]
-    facts = [("forget set", Code(cfg.corpus)), ("original model", Code(cfg.original)),
-             ("unlearned model", Code(cfg.unlearned)),
-             ("documents", f"{c['documents_in']:,} in, {c['documents_scored']:,} scored, "
-                           f"{c['documents_quarantined']:,} quarantined"),
-             ("chunks", f"{c['chunks_planned']:,} planned, {c['chunks_scored']:,} scored, "
-                        f"{c['chunks_quarantined']:,} quarantined")]
-    warnings = [left_out(c[f"{unit}_quarantined"], c[f"{unit}_{whole}"], unit)
-                for unit, whole in (("documents", "in"), ("chunks", "planned")) if c[f"{unit}_quarantined"]]
-    files = [("report.md", "this report's numbers as Markdown"), ("report.json", "every number here"),
-             ("chunks.parquet", "every scored chunk: both scores, the ratio, flagged, its text"),
-             ("quarantine.parquet", "documents and chunks that could not be used, each with its reason")]
-    return Page(kind="unlearning audit", headline=head, summary=summary, facts=facts, sections=sections,
-                warnings=warnings, files=files)
-
-
-def _plot_ratios(ratios: np.ndarray, tolerance: float, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    # Bins over the data and the band together: ratios bunched near 1 would otherwise make bars too thin to see.
-    lo, hi = min(float(np.min(ratios)), 1 / tolerance), max(float(np.max(ratios)), tolerance)
-    ax.hist(ratios, bins=np.linspace(lo - 0.02 * (hi - lo), hi + 0.02 * (hi - lo), 41), color="#4477aa",
-            edgecolor="white")
-    for x in (1 / tolerance, tolerance):
-        ax.axvline(x, color="#cc3311", ls="--", lw=1)
-    ax.set(xlabel="Min-K% ratio unlearned / original", ylabel="chunks",
-           title=f"Flagged band (1/{tolerance:g}, {tolerance:g}) between the dashed lines")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+def unlearning_config(*, ci: str, **options) -> UnlearningConfig:
+    if ci not in ("wilson", "clopper-pearson"):
+        raise typer.BadParameter("--ci must be wilson or clopper-pearson")
+    return UnlearningConfig(ci=ci, **options)
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("unlearning-audit")
-    def unlearning_audit(
-        original: str = typer.Option(..., help="the model before unlearning (HF dir, hub id, GGUF, `smollm2`)"),
-        unlearned: str = typer.Option(..., help="the model after unlearning"),
-        corpus: str = typer.Option(..., help="what should have been forgotten: folder/glob of .txt, or jsonl rows"),
-        out: str = typer.Option(..., help="output directory (report.json, report.md, report.html, chunks.parquet, "
-                                "ratios_hist.png)"),
-        k: float = typer.Option(0.2, help="Min-K% fraction k"),
-        tolerance: float = typer.Option(1.15, help="flag when the ratio lies in (1/τ, τ)"),
-        chunk_words: int = typer.Option(512, help="words per chunk (consecutive)"),
-        min_chunk_words: int = typer.Option(64, help="a last chunk shorter than this is dropped (a document's first "
-                                                     "chunk is always kept)"),
-        ci: str = typer.Option("wilson", help="binomial CI: wilson or clopper-pearson"),
-        actors: int = typer.Option(1, help="scorer actors per model"),
-        gpus_per_actor: float = typer.Option(0.0, help="GPUs per scorer actor (0 = CPU)"),
-        batch_size: Optional[int] = typer.Option(None, help="sequences per forward pass"),
-        context: Optional[int] = typer.Option(None, help="window length in tokens (default: model max, ≤2048)"),
-        stride: Optional[int] = typer.Option(None, help="window stride (default: context/2)"),
-        quiet: bool = typer.Option(False, help="no progress bars"),
-    ):
-        """Score 512-word chunks with Min-K% under the original and the unlearned model; flag chunks whose score
-        ratio stays in (1/1.15, 1.15), i.e. where unlearning likely failed. Lists the flagged chunks."""
-        if ci not in ("wilson", "clopper-pearson"):
-            raise typer.BadParameter("--ci must be wilson or clopper-pearson")
-        cfg = UnlearningConfig(original=original, unlearned=unlearned, corpus=corpus, out=out, k=k, tolerance=tolerance,
-                               chunk_words=chunk_words, min_chunk_words=min_chunk_words, ci=ci, actors=actors,
-                               gpus_per_actor=gpus_per_actor, batch_size=batch_size, context=context, stride=stride,
-                               progress=not quiet)
-        run_and_print_report(run_unlearning_audit, cfg)
+    app.command("unlearning-audit")(command(
+        UnlearningConfig, lambda cfg: run_and_print_report(run_unlearning_audit, cfg), make=unlearning_config,
+        doc="Score 512-word chunks with Min-K% under the original and the unlearned model; flag chunks whose score "
+            "ratio stays in (1/1.15, 1.15), i.e. where unlearning likely failed. Lists the flagged chunks."))

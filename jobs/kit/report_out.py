@@ -51,10 +51,20 @@ def command_line(argv: Sequence[str] | None = None) -> str:
     return shlex.join(redact(out))
 
 
+def write_page(out_dir: Path, page, clean: Callable[[str], str] = lambda s: s) -> Path:
+    """OUT/report.html: the page rendered (scoring/reports/html.py), with the versions and date filled in where the
+    job left them out, `clean` applied to every string; written atomically."""
+    from curation.io.atomic import atomic_write_text
+    from scoring.reports.html import render, stamped
+
+    path = Path(out_dir) / "report.html"
+    atomic_write_text(path, render(stamped(page), clean))
+    return path
+
+
 def write_html(out_dir: Path, page) -> Path:
     """OUT/report.html for a job's `scoring.reports.html.Page`, with this process's command line, every string
     passed through the credential redaction."""
     from jobs.kit.redact import redact_text
-    from scoring.reports.html import write_page
 
     return write_page(out_dir, replace(page, command=page.command or command_line()), clean=redact_text)

@@ -3,6 +3,7 @@ runs once before scoring, the branch the scoring pool gets, and what the job rec
 the extraction report for run.json). The scoring itself is scoring/api."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass
@@ -11,83 +12,32 @@ from typing import Optional, Sequence
 
 import typer
 
+from jobs.kit.options import option
 from jobs.plane.retry_policy import STALL_TIMEOUT_S
+from scoring.api.client import ApiConfig
 
-API_BASE = typer.Option(
-    None, "--api-base", help="score a served model through its OpenAI-compatible API, e.g. http://HOST:8000/v1 "
-    "(vLLM, SGLang, ...): --model is then the served name and --tokenizer a local tokenizer that matches it; a key "
-    "in OPENAI_API_KEY is sent as a bearer token and never written")
-TOKENIZER = typer.Option(None, "--tokenizer", help="with --api-base: the served model's tokenizer, a local "
-                         "directory (token ids, windows, and the detectors that need ids)")
-API_LOGPROBS = typer.Option(
-    "echo", "--api-logprobs", help="echo: one request per window, the prompt's log-probabilities echoed back "
-    "(max_tokens 0 where the server really generates nothing, else 1); logit-bias: for servers without a correct "
-    "echo, per position a top-n request, plus logit_bias on the true token when it is not listed (exact where the "
-    "server allows, else the seed's binary search; calls per token and the error bound go to run.json). Prompts go "
-    "as token ids, or as text where the server takes only strings (checked against --tokenizer). Before scoring, "
-    "a self-check compares the mode's log-probs with a second, independent read and refuses a mode that disagrees "
-    "(e.g. llama-cpp-python's echo, one position late); see docs/served-models.md")
-API_TOP_LOGPROBS = typer.Option(5, "--api-top-logprobs", min=1, help="top-n log-probabilities asked per position: "
-                                "lp_max, and the approximation min_k_pp@topk=N accepts")
-API_CONCURRENCY = typer.Option(8, "--api-concurrency", min=1, help="requests in flight per scorer actor, at most: "
-                               "fewer while the server queues (a timeout, 429 or 503 halves it; answers slower than "
-                               "4x the fastest, by over 2 s, take one off; it grows back as answers come quickly)")
-API_TIMEOUT = typer.Option(120.0, "--api-timeout", min=0.001, help="seconds one request may take, from sending it "
-                           "to its last byte; a completion without streaming sends nothing until it is done, so "
-                           "this includes the time it waits in the server's queue. A timeout halves the "
-                           "concurrency and is retried")
-API_MAX_RETRIES = typer.Option(6, "--api-max-retries", min=0, help="retries of a request that got 429, 5xx "
-                                "or no answer (backoff 0.5 s doubling, +-50% jitter, at most 20 s; Retry-After "
-                                "honoured); then the job stops and a rerun resumes")
-API_RPS = typer.Option(0.0, "--api-rps", min=0.0, help="requests per second for the whole job, split evenly "
-                       "among the scorer actors (0 = no limit); 429/5xx answers are retried with backoff")
-STALL_TIMEOUT = typer.Option(STALL_TIMEOUT_S, "--stall-timeout", min=1.0, help="seconds without a part finishing after "
-                             "which the job stops with an error (e.g. the cluster lost the nodes its scorers need); "
-                             "the parts already written stay, and the same command resumes from them")
-
-
-SERVED_OPTIONS = (("api_base", Optional[str], API_BASE), ("tokenizer", Optional[str], TOKENIZER),
-                  ("api_logprobs", str, API_LOGPROBS), ("api_top_logprobs", int, API_TOP_LOGPROBS),
-                  ("api_concurrency", int, API_CONCURRENCY), ("api_rps", float, API_RPS),
-                  ("api_max_retries", int, API_MAX_RETRIES), ("api_timeout", float, API_TIMEOUT),
-                  ("stall_timeout", float, STALL_TIMEOUT))  # a pool setting, shared by the same commands
-
-
-def with_served_options(command):
-    """Give a typer command the served-model options and the pool's --stall-timeout (declared once, here): they are
-    appended to its signature, and the command receives them together as `served=dict(...)`, ready for its
-    config's ServedFields (a PoolSettings)."""
-    import functools
-    import inspect
-
-    sig = inspect.signature(command)
-    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
-             for name, kind, option in SERVED_OPTIONS]
-
-    @functools.wraps(command)
-    def wrapper(**kwargs):
-        served = {name: kwargs.pop(name) for name, _, _ in SERVED_OPTIONS}
-        return command(**kwargs, served=served)
-
-    kept = [p for p in sig.parameters.values() if p.name != "served"]
-    wrapper.__signature__ = sig.replace(parameters=kept + extra)
-    return wrapper
+# The served-model defaults are the client's (scoring/api/client.ApiConfig): one place for 8 / 6 / 120 s.
+_API = {f.name: f.default for f in dataclasses.fields(ApiConfig)}
 
 
 @dataclass(kw_only=True)
 class PoolSettings:
-    """How a job's scoring pool runs (the job configs' shared fields) and the ScoringSpec built from them."""
+    """How a job's scoring pool runs (the job configs' shared fields, each a command-line option) and the
+    ScoringSpec built from them."""
 
-    actors: int = 1  # scorer actors per model
-    gpus_per_actor: float = 0.0
-    batch_size: Optional[int] = None  # sequences per forward pass; None = the device's default
-    context: Optional[int] = None  # window length in tokens
-    stride: Optional[int] = None
-    stall_timeout: float = STALL_TIMEOUT_S  # seconds without a finished part before the job stops (jobs/plane/retry_policy.py)
+    actors: int = option(1, "scorer actors (model replicas)", min=1)
+    gpus_per_actor: float = option(0.0, "GPUs per scorer actor (0 = CPU)", min=0.0)
+    batch_size: Optional[int] = option(None, "sequences per forward pass (default: 64 on GPU; on CPU up to 16 within "
+                                       "2,048 tokens)")
+    context: Optional[int] = option(None, "window length in tokens (default: model max, ≤2048)")
+    stride: Optional[int] = option(None, "window stride for long texts (default: context/2)")
+    stall_timeout: float = option(STALL_TIMEOUT_S, "seconds without a part finishing after which the job stops with "
+                                  "an error (e.g. the cluster lost the nodes its scorers need); the parts already "
+                                  "written stay, and the same command resumes from them", min=1.0)
 
     def pool_spec(self, branches, prefix_text: str | None = None, neighbour_model: str | None = None):
         from jobs.plane.scoring_pool import ScoringSpec
-        from scoring.lm.tasks import hooks_from_env
+        from jobs.plane.tasks import hooks_from_env
 
         return ScoringSpec(tuple(branches), prefix_text=prefix_text, context=self.context, stride=self.stride,
                            max_batch_size=self.batch_size, actors=self.actors, gpus_per_actor=self.gpus_per_actor,
@@ -99,14 +49,34 @@ class PoolSettings:
 class ServedFields(PoolSettings):
     """The served-model settings of a job config (evaluate, audit, dataset-inference), beside its pool settings."""
 
-    api_base: Optional[str] = None  # a served model: --model is then its served name
-    tokenizer: Optional[str] = None  # the served model's local tokenizer
-    api_logprobs: str = "echo"
-    api_top_logprobs: int = 5
-    api_concurrency: int = 8
-    api_rps: float = 0.0
-    api_max_retries: int = 6
-    api_timeout: float = 120.0
+    api_base: Optional[str] = option(
+        None, "score a served model through its OpenAI-compatible API, e.g. http://HOST:8000/v1 (vLLM, SGLang, ...): "
+        "--model is then the served name and --tokenizer a local tokenizer that matches it; a key in OPENAI_API_KEY "
+        "is sent as a bearer token and never written")
+    tokenizer: Optional[str] = option(None, "with --api-base: the served model's tokenizer, a local directory (token "
+                                      "ids, windows, and the detectors that need ids)")
+    api_logprobs: str = option(
+        _API["mode"], "echo: one request per window, the prompt's log-probabilities echoed back (max_tokens 0 where "
+        "the server really generates nothing, else 1); logit-bias: for servers without a correct echo, per position "
+        "a top-n request, plus logit_bias on the true token when it is not listed (exact where the server allows, "
+        "else the seed's binary search; calls per token and the error bound go to run.json). Prompts go as token "
+        "ids, or as text where the server takes only strings (checked against --tokenizer). Before scoring, a "
+        "self-check compares the mode's log-probs with a second, independent read and refuses a mode that disagrees "
+        "(e.g. llama-cpp-python's echo, one position late); see docs/served-models.md")
+    api_top_logprobs: int = option(_API["top_logprobs"], "top-n log-probabilities asked per position: lp_max, and "
+                                   "the approximation min_k_pp@topk=N accepts", min=1)
+    api_concurrency: int = option(_API["concurrency"], "requests in flight per scorer actor, at most: fewer while "
+                                  "the server queues (a timeout, 429 or 503 halves it; answers slower than 4x the "
+                                  "fastest, by over 2 s, take one off; it grows back as answers come quickly)", min=1)
+    api_rps: float = option(_API["rps"], "requests per second for the whole job, split evenly among the scorer "
+                            "actors (0 = no limit); 429/5xx answers are retried with backoff", min=0.0)
+    api_max_retries: int = option(_API["max_retries"], "retries of a request that got 429, 5xx or no answer "
+                                  "(backoff 0.5 s doubling, +-50% jitter, at most 20 s; Retry-After honoured); then "
+                                  "the job stops and a rerun resumes", min=0)
+    api_timeout: float = option(_API["timeout_s"], "seconds one request may take, from sending it to its last byte; "
+                                "a completion without streaming sends nothing until it is done, so this includes "
+                                "the time it waits in the server's queue. A timeout halves the concurrency and is "
+                                "retried", min=0.001)
 
     def served(self) -> "ServedModel | None":
         """Probe the served model (None without --api-base)."""
@@ -153,7 +123,7 @@ class ServedModel:
 
 def served_model(*, model: str, api_base: str | None, tokenizer: str | None, mode: str, top_logprobs: int,
                  concurrency: int, rps: float, actors: int, context: int | None, gpus_per_actor: float = 0.0,
-                 max_retries: int = 6, timeout_s: float = 120.0) -> ServedModel | None:
+                 max_retries: int = _API["max_retries"], timeout_s: float = _API["timeout_s"]) -> ServedModel | None:
     """Probe the server (a few requests) and fix the method; None without --api-base. Raises typer.BadParameter
     for options that do not fit together and ApiFatal (a RuntimeError: one line, exit 2) for a server that
     cannot be used."""

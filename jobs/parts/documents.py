@@ -26,6 +26,10 @@ from curation.io.ledger import quarantine_record, quarantine_table, reason_count
 from jobs.plane.scoring_pool import ScoringSpec, to_ipc, from_ipc
 
 DOC_PART_DIRS = ("doc_stats.parquet", "documents.parquet", "quarantine.parquet")
+# Why the part loop does not row-isolate document parts: a document that fails to score is already quarantined
+# by its part (score_failed, every context checked), so a failed pipeline is not one document's fault.
+NOT_ISOLATED = ("a document that fails to score is quarantined by its part (score_failed); a failed pipeline is "
+                "an actor or node failure, which a rerun resumes")
 TEXT_FILES_PER_PART = 16  # books are long: a few per part keeps every actor busy and a resume cheap
 READ_SCHEMA = pa.schema([("id", pa.string()), ("label", pa.int8()), ("path", pa.string()), ("n_words", pa.int64())])
 DOCUMENTS_SCHEMA = READ_SCHEMA.append(pa.field("n_tokens", pa.int64())).append(

@@ -24,7 +24,7 @@ class RowScorer:
     """Tokenise and score text rows (id, input) for every model of the spec in one process."""
 
     def __init__(self, spec: ScoringSpec, threads: int | None = None):
-        from scoring.lm.tasks import ScoreTask, TokenizeTask
+        from jobs.plane.tasks import ScoreTask, TokenizeTask
 
         self.branches = [(TokenizeTask(**spec.tokenize_kwargs(b)), ScoreTask(**spec.score_kwargs(b, threads)))
                          for b in spec.branches]
@@ -66,7 +66,7 @@ class Isolator:
         import ray
         from ray.exceptions import GetTimeoutError
 
-        from scoring.lm.tasks import SCORED_SCHEMA
+        from jobs.plane.tasks import SCORED_SCHEMA
 
         texts = rows.select(["id", "input"])
         batches = [texts.slice(i, ISOLATION_BATCH) for i in range(0, texts.num_rows, ISOLATION_BATCH)]
@@ -118,7 +118,7 @@ class Isolator:
 
 def crash_rows(ids, model: str, error: str) -> pa.Table:
     """Token-stats rows for texts whose worker crashed: only the original view, with the error."""
-    from scoring.lm.tasks import SCORED_SCHEMA
+    from jobs.plane.tasks import SCORED_SCHEMA
     from scoring.lm.tokenstats import empty_record
 
     recs = [dict(empty_record(i, "original", model, f"{WORKER_FAILED}: {error}"), prefix_len=None) for i in ids]

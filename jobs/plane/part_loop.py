@@ -1,13 +1,22 @@
-"""Score a benchmark part by part: survey → plan → skip committed parts → the scoring pool → commit each part →
-isolate what a failed pipeline left. The driver holds part summaries and counts, never rows or token stats.
-Any job that scores a benchmark with per-row detectors runs through `score_benchmark`."""
+"""The one part loop (`run_parts`): reuse committed parts → the pool → commit each part → replan on node loss →
+isolate what a failed pipeline left, with one stall bound and one abort hook. `score_benchmark` drives it for
+every job that scores a benchmark (evaluate, audit, unlearning-audit, dataset-inference); doc-mia's document parts
+(jobs/parts/documents.py) and paraphrase's parts (jobs/parts/paraphrased.py) plug in their own pool and say why
+their parts are not row-isolated (NOT_ISOLATED: a row or document that fails is quarantined by its own part).
+The driver holds part summaries and counts, never rows or token stats.
+
+build-benchmark's passes do not run here: dedup and sampling decide across all blocks at once (a row is kept or
+dropped by what other parts hold), so no part can be committed on its own. Its blocks live in Ray's object store
+(lineage reconstruction survives a lost worker), and its unit of resume is the whole release: staged, then
+published atomically (jobs/kit/release_publish.py); `--skip-existing` reuses a complete one.
+"""
 from __future__ import annotations
 
 import json
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -58,56 +67,29 @@ def score_benchmark(*, benchmark: str, requester_pays: bool, rows_per_part: int,
         token_freq = survey.token_counts
     spec = spec_for(text)
     store = PartStore(dest, fingerprint_for(text, prefix_ids, token_freq))
-    markers = {p.index: store.marker(p.index, survey.digests[p.index]) for p in survey.parts} if resume else {}
-    done = {i: m for i, m in markers.items() if m}
-    store.clean(keep=set(done))
-    pending = [p for p in survey.parts if p.index not in done]
-    run_id = new_run_id()
-    stats = {"parts": len(survey.parts), "reused": len(done), "scored": 0, "streamed": 0, "isolated": 0,
+    stats = {"parts": len(survey.parts), "reused": 0, "scored": 0, "streamed": 0, "isolated": 0,
              "rows_worker_failed": 0, "pipeline_failures": 0, "replans": 0, "nodes_lost": 0,
              "isolated_batch_failures": 0, "detect_write_s": 0.0}
-    if done:
-        log(f"resuming: {len(done)} of {len(survey.parts)} part(s) already scored, {len(pending)} to go")
-    summaries = dict(done)
-    abort_after = int(os.environ.get(ABORT_ENV) or 0)
     resources = {"token_freq": token_freq} if token_freq is not None and any(
         "token_freq" in m.needs for m in methods) else {}
     finish = {"dest": dest.uri, "methods": list(methods), "resources": resources}
 
-    def commit(summary: dict) -> None:
-        store.commit(summary, survey.digests[summary["index"]], run_id)
-        summaries[summary["index"]] = summary
-        stats["scored"] += 1
+    def on_commit(summary: dict) -> None:
         stats[summary["how"]] += 1
         stats["rows_worker_failed"] += summary["worker_failed"]
         stats["detect_write_s"] = round(stats["detect_write_s"] + summary["detect_write_s"], 3)
         add_api_stats(stats, summary)
-        if abort_after and stats["scored"] >= abort_after:
-            raise InjectedAbort(f"{ABORT_ENV}={abort_after}: stopping after {stats['scored']} part(s)")
 
-    work = [(p, survey.drops.get(p.index, [])) for p in pending]
-    if work:
-        def pool(items):  # a lost node's parts go to a new pool on what is alive (jobs/plane/watch.py)
-            return run_pipeline(spec, part_items(items), benchmark_stages(spec, finish, prefix_ids), progress)
+    def pool(items):
+        return run_pipeline(spec, part_items(items), benchmark_stages(spec, finish, prefix_ids), progress)
 
-        try:
-            for summary in replanning(pool, work, lambda w: w[0].index in summaries, stats, log):
-                commit(summary)
-        except (InjectedAbort, ReconcileError):
-            raise
-        except StalledPool as exc:
-            raise StalledPool(f"{exc} ({stats['scored']} part(s) saved, {len(survey.parts) - len(summaries)} left; "
-                              "rerun the same command to resume)") from None
-        except Exception as exc:  # noqa: BLE001 - isolate what failed; committed parts are kept
-            fatal = api_fatal_reason(exc)
-            if fatal:  # no row is to blame: stop, keep the committed parts, let a rerun resume
-                raise ApiFatal(f"{fatal} ({stats['scored']} part(s) saved; rerun the same command to resume)") \
-                    from None
-            stats["pipeline_failures"] += 1
-            left = [(p, d) for p, d in work if p.index not in summaries]
-            log(f"the scoring pipeline failed ({type(exc).__name__}: {str(exc)[:300]}); "
-                 f"{len(work) - len(left)} part(s) were saved, isolating the {len(left)} left")
-            _isolate(spec, left, finish, prefix_ids, commit, stats)
+    def isolate(left, commit):
+        _isolate(spec, left, finish, prefix_ids, commit, stats)
+
+    work = [(p, survey.drops.get(p.index, [])) for p in survey.parts]
+    run_id = new_run_id()
+    summaries = run_parts(work, index=lambda w: w[0].index, digests=survey.digests, store=store, pool=pool,
+                          stats=stats, run_id=run_id, resume=resume, on_commit=on_commit, isolate=isolate)
     ledger = Ledger()
     for i in sorted(summaries):
         s = summaries[i]
@@ -118,6 +100,63 @@ def score_benchmark(*, benchmark: str, requester_pays: bool, rows_per_part: int,
         raise ReconcileError(f"the parts account for {ledger.rows_in} rows; the survey read "
                               f"{survey.n_good + survey.n_bad}")
     return PartRun(ledger, stats, run_id, prefix_ids, token_freq, survey_json(survey))
+
+
+def run_parts(work: Sequence, *, index: Callable[[object], int], digests: dict[int, str], store: PartStore,
+              pool: Callable[[list], Iterable[dict]], stats: dict, run_id: str, resume: bool = True,
+              on_commit: Callable[[dict], None] | None = None,
+              isolate: Callable[[list, Callable[[dict], None]], None] | None = None,
+              not_isolated: str = "") -> dict[int, dict]:
+    """The one part loop of every job that works in parts (evaluate, audit, unlearning-audit, dataset-inference,
+    doc-mia, paraphrase). Parts whose marker matches this fingerprint and input are reused (resume); the rest go
+    to `pool` (a pipeline that yields one summary, with `index`, per part as its files land); a lost node's parts
+    go to a new pool on what is alive (jobs/plane/watch.replanning); no part finishing within the stall bound
+    stops the job with what is saved; a served model that refuses every request stops it too. Any other failure
+    of the pipeline hands the parts not committed to `isolate(left, commit)` (row isolation), or, for a kind of
+    part that cannot be isolated, re-raises with `not_isolated` (why) appended. Returns {index: summary}."""
+    markers = {i: store.marker(i, digests[i]) for i in map(index, work)} if resume else {}
+    done = {i: m for i, m in markers.items() if m}
+    store.clean(keep=set(done))
+    pending = [w for w in work if index(w) not in done]
+    stats["parts"], stats["reused"] = len(work), len(done)
+    stats.setdefault("scored", 0)
+    if done:
+        log(f"resuming: {len(done)} of {len(work)} part(s) already done, {len(pending)} to go")
+    summaries = dict(done)
+    abort_after = int(os.environ.get(ABORT_ENV) or 0)
+
+    def commit(summary: dict) -> None:
+        store.commit(summary, digests[summary["index"]], run_id)
+        summaries[summary["index"]] = summary
+        stats["scored"] += 1
+        if on_commit:
+            on_commit(summary)
+        if abort_after and stats["scored"] >= abort_after:
+            raise InjectedAbort(f"{ABORT_ENV}={abort_after}: stopping after {stats['scored']} part(s)")
+
+    if not pending:
+        return summaries
+    try:
+        for summary in replanning(pool, pending, lambda w: index(w) in summaries, stats, log):
+            commit(summary)
+    except (InjectedAbort, ReconcileError):
+        raise
+    except StalledPool as exc:
+        raise StalledPool(f"{exc} ({stats['scored']} part(s) saved, {len(work) - len(summaries)} left; "
+                          "rerun the same command to resume)") from None
+    except Exception as exc:  # noqa: BLE001 - isolate what failed; committed parts are kept
+        fatal = api_fatal_reason(exc)
+        if fatal:  # no row is to blame: stop, keep the committed parts, let a rerun resume
+            raise ApiFatal(f"{fatal} ({stats['scored']} part(s) saved; rerun the same command to resume)") from None
+        if isolate is None:
+            raise RuntimeError(f"{type(exc).__name__}: {str(exc)[:300]} ({stats['scored']} part(s) saved; rerun "
+                               f"the same command to resume; parts are not row-isolated: {not_isolated})") from exc
+        stats["pipeline_failures"] = stats.get("pipeline_failures", 0) + 1
+        left = [w for w in pending if index(w) not in summaries]
+        log(f"the scoring pipeline failed ({type(exc).__name__}: {str(exc)[:300]}); "
+            f"{len(pending) - len(left)} part(s) were saved, isolating the {len(left)} left")
+        isolate(left, commit)
+    return summaries
 
 
 def add_api_stats(stats: dict, summary: dict) -> None:

@@ -58,7 +58,7 @@ class ScoringSpec:
     max_batch_tokens: int | None = None  # padded tokens per forward pass
     actors: int = 1  # scorer actors per model
     gpus_per_actor: float = 0.0
-    hooks: dict = field(default_factory=dict)  # audit log / fault injection (scoring/lm/tasks.py)
+    hooks: dict = field(default_factory=dict)  # audit log / fault injection (jobs/plane/tasks.py)
     neighbour_model: str | None = None  # the masked LM that makes the `nbr:` views (neighbourhood attack)
     stall_timeout_s: float = STALL_TIMEOUT_S  # no part finished in this long: the job stops (jobs/plane/retry_policy.py)
 
@@ -105,7 +105,7 @@ class PrepareParts:
     → one row per part with its rows, read-quarantine and tokenised views (one column per model) as IPC bytes."""
 
     def __init__(self, spec: ScoringSpec, exclude_ids: Sequence[str] = ()):
-        from scoring.lm.tasks import TokenizeTask
+        from jobs.plane.tasks import TokenizeTask
 
         self.tokenizers = [TokenizeTask(**spec.tokenize_kwargs(b)) for b in spec.branches]
         self.exclude = frozenset(exclude_ids)  # scored, but not evaluated (the ReCaLL prefix rows)
@@ -144,7 +144,7 @@ class PrepareParts:
 
 
 def _empty_tokens() -> pa.Table:
-    from scoring.lm.tasks import TOKENIZED_SCHEMA
+    from jobs.plane.tasks import TOKENIZED_SCHEMA
 
     return TOKENIZED_SCHEMA.empty_table()
 
@@ -248,7 +248,7 @@ class ScoreParts:
     returns the part's summary instead of the token stats."""
 
     def __init__(self, spec: ScoringSpec, branch: int, threads: int | None, finish: dict | None = None):
-        from scoring.lm.tasks import ScoreTask
+        from jobs.plane.tasks import ScoreTask
 
         self.branch = branch
         self.task = ScoreTask(**spec.score_kwargs(spec.branches[branch], threads))
@@ -282,7 +282,7 @@ def _delta(after: dict, before: dict) -> dict:
 
 
 def _empty_scored() -> pa.Table:
-    from scoring.lm.tasks import SCORED_SCHEMA
+    from jobs.plane.tasks import SCORED_SCHEMA
 
     return SCORED_SCHEMA.empty_table()
 
@@ -299,7 +299,7 @@ def scorer_resources(spec: ScoringSpec, cpus: float) -> tuple[float, int]:
     """CPUs per scorer actor and torch threads in it. Fractional CPUs so that tokenisers and every model's actors
     fit together on a small machine; on a GPU node each scorer takes one CPU to feed its GPU. The isolation
     fallback uses the same numbers: the thread count can change float reductions, and so the last bits."""
-    from scoring.lm.tasks import default_threads
+    from jobs.plane.tasks import default_threads
 
     n = max(1, spec.actors * len(spec.branches))
     if spec.gpus_per_actor > 0:

@@ -1,0 +1,1 @@
+"""Corpus audits as pure pieces: snippet audits and calibration (corpus), dataset inference, doc-level MIA."""

@@ -1,13 +1,17 @@
 """`audit`'s report.html content (scoring/reports/html.py renders it): what share of the audited set the model saw
 in training, with its interval, how the detector was calibrated, and the evidence, from the report dict that
-report.json holds (jobs/commands/audit.py)."""
+report.json holds (jobs/commands/audit.py); and the bytes of the page's two plots, scores_hist.png and
+rates_hist.png. report.md is scoring/reports/audit_report.py's."""
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
-from scoring.audits.corpus import excerpt, overlap_cell
+import numpy as np
+
+from scoring.reports.audit_report import excerpt, overlap_cell
+from scoring.reports.figures import png_bytes, pyplot
 from scoring.reports.html import (Code, Figure, Page, Section, Table, left_out, num, output_files, pct, pct_ci,
                                  pct_interval)
 
@@ -132,3 +136,40 @@ def audit_page(report: Mapping, out_dir: Path) -> Page:
     return Page(kind="corpus audit" if report["mode"] != "benchmark" else "benchmark audit", headline=head,
                 summary=summary, facts=facts, sections=sections, warnings=warnings,
                 files=output_files(out_dir, FILES))
+
+
+def plot_rates(rates: Sequence[float], mean: float) -> bytes:
+    """rates_hist.png's bytes: histogram of per-document contamination rates, with the corpus mean."""
+    plt = pyplot()
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.hist(rates, bins=np.linspace(0, 1, 21), color="#4477aa", edgecolor="white")
+    ax.axvline(mean, color="#cc3311", ls="--", label=f"mean {100 * mean:.1f}%")
+    ax.set(xlabel="contamination rate (share of snippets flagged)", ylabel="documents",
+           title=f"Per-document contamination rates (n={len(rates)})")
+    ax.legend()
+    fig.tight_layout()
+    return png_bytes(fig)
+
+
+def plot_scores(target: Sequence[float], members: Sequence[float], non_members: Sequence[float], threshold: float,
+                detector: str) -> bytes:
+    """scores_hist.png's bytes: score distributions of the calibration members, non-members and the target, with the threshold."""
+    plt = pyplot()
+
+    groups = [("calibration non-members", non_members, "#4477aa"), ("calibration members", members, "#cc3311"),
+              ("target", target, "#228833")]
+    vals = np.concatenate([np.asarray(g[1], dtype=float) for g in groups])
+    vals = vals[np.isfinite(vals)]
+    bins = np.linspace(vals.min(), vals.max(), 41) if vals.size else 10
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for name, v, col in groups:
+        v = np.asarray(v, dtype=float)
+        v = v[np.isfinite(v)]
+        if v.size:
+            ax.hist(v, bins=bins, density=True, histtype="step", lw=1.6, color=col, label=f"{name} (n={v.size})")
+    ax.axvline(threshold, color="black", ls="--", lw=1, label=f"threshold {threshold:.3g}")
+    ax.set(xlabel=f"{detector} score (larger = more likely member)", ylabel="density", title="Snippet scores")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return png_bytes(fig)

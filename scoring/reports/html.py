@@ -241,15 +241,11 @@ def render(page: Page, clean: Callable[[str], str] = lambda s: s) -> str:
             + "\n".join(body) + "\n</body>\n</html>\n")
 
 
-def write_page(out_dir: Path, page: Page, clean: Callable[[str], str] = lambda s: s) -> Path:
-    """OUT/report.html, with the versions and date filled in where the job left them out."""
-    from curation.io.atomic import atomic_write_text
-
+def stamped(page: Page) -> Page:
+    """The page with the versions and date filled in where the job left them out (jobs/kit/report_out.write_page
+    writes it as OUT/report.html)."""
     env = environment()
-    page = replace(page, versions=page.versions or env["versions"], created=page.created or env["created"])
-    path = Path(out_dir) / "report.html"
-    atomic_write_text(path, render(page, clean))
-    return path
+    return replace(page, versions=page.versions or env["versions"], created=page.created or env["created"])
 
 
 def output_files(out_dir: Path, described: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:

@@ -1,0 +1,1 @@
+"""The numbers users read from scores: evaluation metrics, AUC CIs, proportions, comparisons."""

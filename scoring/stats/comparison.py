@@ -3,7 +3,6 @@ benchmark, the AUC of the same detector and bucket on the original, with the dif
 original's numbers come from its own evaluation's metrics.json; nothing here scores anything."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -37,17 +36,14 @@ def comparison_table(records: Sequence[dict], bucket: str = "all") -> str:
     return "\n".join(lines)
 
 
-def plot_comparison(records: Sequence[dict], out_dir: Path, label: str = "this benchmark",
-                    bucket: str = "all") -> Path | None:
-    """compare_auc.png: paired bars per detector, the original's AUC and this one's, with the 0.5 chance line."""
+def plot_comparison(records: Sequence[dict], label: str = "this benchmark", bucket: str = "all") -> bytes | None:
+    """compare_auc.png's bytes: paired bars per detector, the original's AUC and this one's, with the 0.5 chance line."""
     rows = [r for r in records if r["bucket"] == bucket and r.get("original_auc") is not None]
     if not rows:
         return None
-    import matplotlib
+    from scoring.reports.figures import png_bytes, pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     x = np.arange(len(rows))
     fig, ax = plt.subplots(figsize=(max(5.5, 0.7 * len(rows) + 2), 4))
     ax.bar(x - 0.2, [r["original_auc"] for r in rows], 0.4, label="original", color="#8da0cb")
@@ -57,10 +53,7 @@ def plot_comparison(records: Sequence[dict], out_dir: Path, label: str = "this b
     ax.set(ylabel="ROC-AUC", ylim=(0, 1), title=f"AUC, original vs {label} (bucket {bucket})")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    path = Path(out_dir) / "compare_auc.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return png_bytes(fig)
 
 
 def original_metrics(location, what: str) -> list[dict]:

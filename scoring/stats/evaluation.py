@@ -1,9 +1,9 @@
-"""From a token-stats table to a score table, metrics, ROC plots and a report. No model, no Ray: `evaluate`
-and `rescore` share every line of it, which is why rescoring reproduces evaluation exactly.
+"""From a token-stats table to a score table and metrics. No model, no Ray: `evaluate` and `rescore` share every
+line of it, which is why rescoring reproduces evaluation exactly. The plots and report.md are
+scoring/reports/evaluation_report.py; jobs/kit/evaluation_files.py writes them.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -54,7 +54,7 @@ def token_sources(token_stats: pa.Table) -> dict[str, set]:
     return sources
 
 
-def _groups(scores: pa.Table) -> list[tuple[str, np.ndarray]]:
+def bucket_groups(scores: pa.Table) -> list[tuple[str, np.ndarray]]:
     in_eval = np.asarray(scores.column("in_eval").to_numpy(zero_copy_only=False), dtype=bool)
     buckets = scores.column("bucket")
     out = [(ALL, in_eval)]
@@ -84,7 +84,7 @@ def compute_metrics(scores: pa.Table, methods: Sequence[Method], *, seed: int = 
     records = []
     for m in methods:
         s_all = scores.column(m.column).to_numpy().astype(np.float64)
-        for bucket, mask in _groups(scores):
+        for bucket, mask in bucket_groups(scores):
             y, s = labels_all[mask], s_all[mask]
             rec = {"method": m.name, "params": dict(m.params), "column": m.column, "bucket": bucket,
                    **summarize(y, s, n_bootstrap=n_bootstrap, seed=seed)}
@@ -101,162 +101,11 @@ def compute_metrics(scores: pa.Table, methods: Sequence[Method], *, seed: int = 
     return records
 
 
-def plot_rocs(scores: pa.Table, methods: Sequence[Method], out_dir: Path) -> list[Path]:
-    """roc_<bucket>.png: one ROC curve per method, log-free axes with the chance diagonal."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from sklearn.metrics import auc, roc_curve
-
-    labels = scores.column("label").to_numpy().astype(np.int64)
-    paths = []
-    for bucket, mask in _groups(scores):
-        y = labels[mask]
-        if not (0 < y.sum() < y.size):
-            continue
-        fig, ax = plt.subplots(figsize=(5.5, 5))
-        for m in methods:
-            s = scores.column(m.column).to_numpy().astype(np.float64)[mask]
-            ok = np.isfinite(s)
-            if not (0 < y[ok].sum() < ok.sum()):
-                continue
-            fpr, tpr, _ = roc_curve(y[ok], s[ok])
-            ax.plot(fpr, tpr, lw=1.3, label=f"{m.name} ({auc(fpr, tpr):.3f})")
-        ax.plot([0, 1], [0, 1], ls="--", c="grey", lw=0.8)
-        ax.set(xlabel="false positive rate", ylabel="true positive rate",
-               title=f"ROC, bucket {bucket} (n={int(mask.sum())})")
-        ax.legend(fontsize=7, loc="lower right")
-        fig.tight_layout()
-        path = out_dir / f"roc_{bucket}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        paths.append(path)
-    return paths
-
-
-def plot_score_histograms(scores: pa.Table, methods: Sequence[Method], out_dir: Path) -> Path | None:
-    """scores_hist.png: per detector, the scores of members and of non-members (evaluated rows, all buckets), so a
-    reader sees how far apart the two classes are, not only the AUC. From the score columns already in memory."""
-    labels = scores.column("label").to_numpy().astype(np.int64)
-    mask = _groups(scores)[0][1]
-    panels = []
-    for m in methods:
-        s = scores.column(m.column).to_numpy().astype(np.float64)[mask]
-        y = labels[mask][np.isfinite(s)]
-        s = s[np.isfinite(s)]
-        if 0 < y.sum() < y.size:
-            panels.append((m.column, s[y == 1], s[y == 0]))
-    if not panels:
-        return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    cols = min(3, len(panels))
-    rows = -(-len(panels) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.5 * rows), squeeze=False)
-    for ax, (name, members, non_members) in zip(axes.flat, panels):
-        both = np.concatenate([members, non_members])
-        lo, hi = np.quantile(both, [0.005, 0.995])  # a few extreme scores would squash every other bar: they go
-        bins = np.linspace(lo, hi, 31) if hi > lo else 10  # into the end bins instead
-        ax.hist(np.clip(non_members, lo, hi), bins=bins, alpha=0.55, density=True, color="#4477aa", label="non-members")
-        ax.hist(np.clip(members, lo, hi), bins=bins, alpha=0.55, density=True, color="#cc6677", label="members")
-        ax.set_title(name if len(name) <= 38 else name[:36] + "…", fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.set_yticks([])
-    for ax in axes.flat[len(panels):]:
-        ax.axis("off")
-    axes.flat[0].legend(fontsize=7)
-    fig.suptitle("Scores of members and non-members (larger = more likely member; the extreme 1% in the end bins)",
-                 fontsize=9)
-    fig.tight_layout()
-    path = out_dir / "scores_hist.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
-def _fmt_auc(rec: dict) -> str:
-    auc, (lo, hi) = rec["auc"], rec["auc_ci"]
-    return "n/a" if not np.isfinite(auc) else f"{auc:.3f} [{lo:.2f}, {hi:.2f}]"
-
-
-def _neighbour_lines(info: Mapping | None) -> list[str]:
-    if not info:
-        return []
-    cols = "; ".join(f"`{c}`: n={p['n']}, dropout={p['dropout']:g}, seed={p['seed']}" for c, p in info["columns"].items())
-    return [f"- neighbour: masked LM `{info['mlm']}` ({cols}); score = mean loss of the neighbours − the passage's "
-            f"loss; every neighbour with its loss is in `{info['file']}`"]
-
-
-def report_table(records: Sequence[dict], blind: Mapping[str, float] | None = None) -> str:
-    """Markdown table: methods × buckets, AUC with its bootstrap 95% CI; a blind-baseline row when known."""
-    buckets = list(dict.fromkeys(r["bucket"] for r in records))
-    by = {(r["column"], r["bucket"]): r for r in records}
-    columns = list(dict.fromkeys(r["column"] for r in records))
-    lines = ["| method | " + " | ".join(f"AUC {b}" for b in buckets) + " |",
-             "|---|" + "---|" * len(buckets)]
-    for c in columns:
-        lines.append(f"| {c} | " + " | ".join(_fmt_auc(by[(c, b)]) if (c, b) in by else "" for b in buckets) + " |")
-    if blind:
-        lines.append("| *blind baseline (no model)* | " + " | ".join(
-            f"{blind[b]:.3f}" if b in blind and np.isfinite(blind[b]) else "n/a" for b in buckets) + " |")
-    return "\n".join(lines)
-
-
-def write_outputs(out_dir: Path, scores: pa.Table, records: list[dict], methods: Sequence[Method],
-                  run_info: Mapping, blind: Mapping[str, float] | None = None, write_scores: bool = True) -> Path:
-    from curation.io.atomic import atomic_write_parquet, atomic_write_text  # no torn files, even on a crash
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if write_scores:  # evaluate's workers wrote scores.parquet/ as part files already
-        atomic_write_parquet(scores, out_dir / "scores.parquet")
-    atomic_write_text(out_dir / "metrics.json", json.dumps(records, indent=2, default=float))
-    atomic_write_text(out_dir / "run.json", json.dumps(run_info, indent=2, default=str))
-    plots = plot_rocs(scores, methods, out_dir)
-    compare = run_info.get("compare_to")
-    if compare:
-        from scoring.stats.comparison import plot_comparison
-
-        compare["plot"] = plot_comparison(records, out_dir, "this benchmark") is not None
-    counts = run_info.get("counts", {})
-    md = [
-        f"# Tidemark evaluation: {run_info.get('benchmark', '')}",
-        "",
-        f"- model: `{run_info.get('model', '')}`" + (f", reference: `{run_info['ref_model']}`" if run_info.get("ref_model") else ""),
-        f"- rows in {counts.get('in', '?')} = scored {counts.get('scored', '?')} + quarantined "
-        f"{counts.get('quarantined', '?')}" + (f"; {counts['recall_prefix']} rows used as the ReCaLL prefix are "
-                                              "excluded from evaluation" if counts.get("recall_prefix") else ""),
-        "- AUC with a bootstrap 95% CI (1000 resamples, seeded). Larger score = more likely member, for every method.",
-        *_neighbour_lines(run_info.get("neighbours")),
-        "",
-        report_table(records, blind),
-        "",
-        "ROC plots: " + ", ".join(f"`{p.name}`" for p in plots),
-        "",
-    ]
-    if compare:
-        from scoring.stats.comparison import comparison_lines
-
-        md += comparison_lines(records, compare)
-    path = out_dir / "report.md"
-    atomic_write_text(path, "\n".join(md))
-    from scoring.reports.evaluation_page import evaluation_page
-    from scoring.reports.html import write_page
-
-    hist = plot_score_histograms(scores, methods, out_dir)
-    write_page(out_dir, evaluation_page(out_dir, records, run_info, blind, plots, hist))
-    return path
-
-
-def save_token_freq(counts: np.ndarray, path: Path) -> None:
-    import pyarrow.parquet as pq
-
+def token_freq_table(counts: np.ndarray) -> pa.Table:
+    """DC-PDD's token counts as a table of the non-zero (token_id, count) pairs, the vocabulary size in its metadata."""
     nz = np.flatnonzero(counts)
     table = pa.table({"token_id": nz.astype(np.int64), "count": counts[nz].astype(np.int64)})
-    pq.write_table(table.replace_schema_metadata({"vocab_size": str(counts.size)}), path)
+    return table.replace_schema_metadata({"vocab_size": str(counts.size)})
 
 
 def load_token_freq(path: Path) -> dict[str, np.ndarray]:

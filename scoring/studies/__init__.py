@@ -1,0 +1,1 @@
+"""Training code behind the known-membership ground truth (tiny GPT-2 / BERT, contamination-study pieces)."""

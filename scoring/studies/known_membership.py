@@ -4,8 +4,6 @@ tiny GPT-2 trained on the members. The demo, the end-to-end tests and the contam
 """
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 import numpy as np
 
@@ -30,31 +28,3 @@ def sotu_passages(words_per_passage: int = 128, max_passages: int | None = None,
     order = np.random.default_rng(seed).permutation(len(passages))
     picked = [passages[i] for i in order]
     return picked[:max_passages] if max_passages else picked
-
-
-def build_known_membership(out_dir: str | Path, *, n_per_label: int = 100, buckets=(32, 64, 128), repeats: int = 3,
-                           train_seconds: float = 10.0, seed: int = 0, progress: bool = False, **train_kwargs) -> dict:
-    """Write `benchmark.jsonl` (each passage truncated to every bucket length, WikiMIA-style) and train
-    `model/` on the member passages repeated `repeats` times. Returns paths and the training record."""
-    from scoring.studies.tiny_lm import train_tiny_gpt2
-
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    longest = max(buckets)
-    pool = sotu_passages(longest, 2 * n_per_label, seed=seed)
-    if len(pool) < 2 * n_per_label:
-        raise ValueError(f"only {len(pool)} passages of {longest} words available")
-    members, non_members = pool[:n_per_label], pool[n_per_label:]
-    bench = out_dir / "benchmark.jsonl"
-    with open(bench, "w") as fh:
-        for label, group in ((1, members), (0, non_members)):
-            for p in group:
-                words = p["text"].split()
-                for b in buckets:
-                    fh.write(json.dumps({"id": f"{p['id']}@{b}", "input": " ".join(words[:b]), "label": label,
-                                         "bucket": b}) + "\n")
-    record = train_tiny_gpt2([p["text"] for p in members] * repeats, out_dir / "model",
-                             tokenizer_texts=[p["text"] for p in pool], seconds=train_seconds, seed=seed,
-                             progress=progress, **{**KNOWN_MEMBERSHIP_TRAINING, **train_kwargs})
-    return {"benchmark": str(bench), "model": record["path"], "train": record,
-            "n_members": len(members), "n_non_members": len(non_members)}

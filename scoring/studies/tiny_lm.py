@@ -22,9 +22,8 @@ def train_tokenizer(texts: Sequence[str], vocab_size: int = 2000):
                                    bos_token="<|endoftext|>", unk_token="<|endoftext|>", pad_token="<|endoftext|>")
 
 
-def train_tiny_gpt2(
+def fit_tiny_gpt2(
     train_texts: Sequence[str],
-    out_dir: str | Path,
     *,
     tokenizer_texts: Sequence[str] | None = None,
     n_layer: int = 2,
@@ -41,13 +40,12 @@ def train_tiny_gpt2(
     progress: bool = False,
 ) -> dict:
     """Train (or continue training `init_from`) on `train_texts` packed into `context`-token blocks, one epoch per
-    pass over the shuffled blocks, for `steps` steps or `seconds` of wall time. Saves model + tokenizer to
-    `out_dir` (loadable with `load_causal_lm(out_dir)`) and returns a small training record."""
+    pass over the shuffled blocks, for `steps` steps or `seconds` of wall time. Returns (model, tokenizer, a small
+    training record); jobs/kit/studies.train_tiny_gpt2 saves them where `load_causal_lm` reads them."""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
     torch.manual_seed(seed)
-    out_dir = Path(out_dir)
     if init_from:
         tok = PreTrainedTokenizerFast.from_pretrained(str(init_from))
         model = GPT2LMHeadModel.from_pretrained(str(init_from))
@@ -86,30 +84,26 @@ def train_tiny_gpt2(
         if progress and step % 20 == 0:
             print(f"  step {step}  loss {np.mean(losses[-20:]):.3f}", flush=True)
     model.eval()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out_dir)
-    tok.save_pretrained(out_dir)
-    return {
-        "path": str(out_dir), "steps": step, "seconds": round(time.perf_counter() - start, 2),
+    return model, tok, {
+        "steps": step, "seconds": round(time.perf_counter() - start, 2),
         "tokens_per_epoch": int(blocks.numel()), "epochs": round(step * batch_size / n_blocks, 2),
         "final_loss": float(np.mean(losses[-10:])) if losses else float("nan"),
         "params": int(sum(p.numel() for p in model.parameters())),
     }
 
 
-def train_tiny_mlm(texts: Sequence[str], out_dir: str | Path, *, vocab_size: int = 2000, hidden: int = 64,
+def fit_tiny_mlm(texts: Sequence[str], *, vocab_size: int = 2000, hidden: int = 64,
                    layers: int = 2, heads: int = 2, context: int = 128, seconds: float = 8.0, lr: float = 2e-3,
                    batch_size: int = 16, mask_rate: float = 0.15, seed: int = 0) -> dict:
     """A tiny BERT masked LM (lower-cased WordPiece) trained on `texts` for `seconds` of CPU time: the local MLM
     the neighbourhood attack and the `mlm:` paraphrase rewriter load by path in tests and the demo. Masking as in
-    BERT: `mask_rate` of the tokens, of which 80% become [MASK], 10% a random token, 10% stay."""
+    BERT: `mask_rate` of the tokens, of which 80% become [MASK], 10% a random token, 10% stay. Returns (model,
+    tokenizer, a training record); jobs/kit/studies.train_tiny_mlm saves them."""
     import torch
     from tokenizers import BertWordPieceTokenizer
     from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
 
     torch.manual_seed(seed)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     wp = BertWordPieceTokenizer(lowercase=True)
     wp.train_from_iterator(list(texts), vocab_size=vocab_size, min_frequency=2, show_progress=False)
     tok = BertTokenizerFast(tokenizer_object=wp._tokenizer, do_lower_case=True, unk_token="[UNK]",
@@ -144,8 +138,6 @@ def train_tiny_mlm(texts: Sequence[str], out_dir: str | Path, *, vocab_size: int
         losses.append(loss.item())
         step += 1
     model.eval()
-    model.save_pretrained(out_dir)
-    tok.save_pretrained(out_dir)
-    return {"path": str(out_dir), "steps": step, "seconds": round(time.perf_counter() - start, 2),
+    return model, tok, {"steps": step, "seconds": round(time.perf_counter() - start, 2),
             "final_loss": float(np.mean(losses[-10:])) if losses else float("nan"),
             "params": int(sum(p.numel() for p in model.parameters()))}

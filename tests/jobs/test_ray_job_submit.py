@@ -143,7 +143,7 @@ def cluster():
 
 @pytest.fixture
 def tiny(tmp_path):
-    from scoring.studies.known_membership import build_known_membership
+    from jobs.kit.studies import build_known_membership
 
     return build_known_membership(tmp_path / "study", n_per_label=5, buckets=(32,), train_seconds=1.0, seed=2)
 

@@ -7,7 +7,7 @@ SCRIPT = """
     from transformers import GPT2Config, GPT2LMHeadModel
     import pyarrow as pa
     from scoring.lm.scorer import Scorer
-    from scoring.lm.tasks import ScoreTask, TokenizeTask
+    from jobs.plane.tasks import ScoreTask, TokenizeTask
     from scoring.detectors import parse_methods
     from scoring.stats.evaluation import compute_scores
     from scoring.lm.tokenstats import TOKEN_STATS_SCHEMA

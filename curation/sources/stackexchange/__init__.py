@@ -1,0 +1,1 @@
+"""Stack Exchange questions from a data dump: reading (dump), parallel ranges, posts, the source."""

@@ -105,20 +105,3 @@ def run_forests(labels: np.ndarray, folds: np.ndarray, baseline: Mapping[int, np
                 records.append(rec)
                 oof[column_name(norm.name, feat, context)] = res["oof"]
     return records, oof
-
-
-def report_table(records: Sequence[Mapping]) -> str:
-    """Markdown: rows normalisation × features, one column per C with AUC mean ± std (TPR@1% / @10% FPR)."""
-    contexts = sorted({r["context"] for r in records})
-    rows = list(dict.fromkeys((r["normalization"], r["features"]) for r in records))
-    by = {(r["normalization"], r["features"], r["context"]): r for r in records}
-    lines = ["| normalisation | features | " + " | ".join(f"C={c}: AUC (TPR@1% / @10% FPR)" for c in contexts) + " |",
-             "|---|---|" + "---|" * len(contexts)]
-    for norm, feat in rows:
-        cells = []
-        for c in contexts:
-            r = by.get((norm, feat, c))
-            cells.append("" if r is None else
-                         f"{r['auc_mean']:.3f} ± {r['auc_std']:.3f} ({r['tpr_at_1_fpr_mean']:.2f} / {r['tpr_at_10_fpr_mean']:.2f})")
-        lines.append(f"| {norm} | {feat} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)

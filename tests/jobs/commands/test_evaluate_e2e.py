@@ -31,7 +31,7 @@ def invoke(*args: str):
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-    from scoring.studies.known_membership import build_known_membership
+    from jobs.kit.studies import build_known_membership
 
     root = tmp_path_factory.mktemp("study")
     # A fixed number of steps, not seconds: the result must not depend on how busy the machine is.
@@ -152,7 +152,7 @@ def test_scores_equal_the_one_process_reference(evaluated, study):
     from scoring.detectors.dc_pdd import count_tokens
     from scoring.stats.evaluation import compute_scores
     from scoring.lm.model import load_tokenizer
-    from scoring.lm.tasks import ScoreTask, TokenizeTask
+    from jobs.plane.tasks import ScoreTask, TokenizeTask
     from scoring.lm.tokenstats import TOKEN_STATS_SCHEMA
     from scoring.lm.views import ORIGINAL, strip_prefixes
     import pyarrow as pa

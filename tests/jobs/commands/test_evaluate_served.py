@@ -34,7 +34,7 @@ def invoke(*args: str, ok: bool = True):
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-    from scoring.studies.known_membership import build_known_membership
+    from jobs.kit.studies import build_known_membership
 
     root = tmp_path_factory.mktemp("served")
     return build_known_membership(root, n_per_label=12, buckets=(32, 64), repeats=3, steps=120, seed=0)

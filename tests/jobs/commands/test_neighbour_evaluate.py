@@ -19,8 +19,9 @@ N = 5
 
 @pytest.fixture(scope="module")
 def run(ray_session, tmp_path_factory):
-    from scoring.studies.known_membership import build_known_membership, sotu_passages
-    from scoring.studies.tiny_lm import train_tiny_mlm
+    from scoring.studies.known_membership import sotu_passages
+    from jobs.kit.studies import build_known_membership
+    from jobs.kit.studies import train_tiny_mlm
 
     root = tmp_path_factory.mktemp("nbr")
     study = build_known_membership(root / "study", n_per_label=20, buckets=(64,), repeats=3, steps=200, seed=0)

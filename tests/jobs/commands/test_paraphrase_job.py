@@ -87,11 +87,37 @@ def test_output_reads_as_a_benchmark_part_by_part(first):
     assert len(rows) == 41 and not any(read_part(p).quarantined for p in parts)
 
 
-def test_a_second_run_gives_byte_identical_data(bench, first):
+def markers(out):
+    return {p.name: json.loads(p.read_text()) for p in sorted((out / "_parts").iterdir())}
+
+
+def test_a_second_run_reuses_every_part_and_gives_byte_identical_data(bench, first):
     out, manifest, data = first
-    again = paraphrase(bench, out)  # over the earlier output: allowed, and every part is rewritten
+    before = markers(out)
+    again = paraphrase(bench, out)  # over the earlier output: allowed; every part's marker matches, none is redone
     assert {p.name: p.read_bytes() for p in sorted((out / "data").iterdir())} == data
-    assert again == manifest
+    assert again == manifest and markers(out) == before and len(before) == 5
+
+
+def test_a_run_cut_off_between_parts_resumes_where_it_stopped(bench, first, tmp_path, monkeypatch):
+    """The one part loop (jobs/plane/part_loop.run_parts) gives paraphrase evaluate's resume: a job stopped after
+    2 of 5 parts keeps them; the rerun rewrites only the 3 left and ends with the uninterrupted run's outputs."""
+    from jobs.plane.part_loop import ABORT_ENV
+
+    _, manifest, data = first
+    out = tmp_path / "cut"
+    monkeypatch.setenv(ABORT_ENV, "2")
+    result = CliRunner().invoke(app, ["paraphrase", "--benchmark", str(bench), "--out", str(out), "--rate", str(RATE),
+                                      "--shard-size", "10", "--quiet"])
+    assert result.exit_code == 2 and "stopping after 2 part(s)" in result.output
+    kept = markers(out)
+    assert len(kept) == 2 and not (out / "manifest.json").exists() and not (out / "_SUCCESS").exists()
+    monkeypatch.delenv(ABORT_ENV)
+    assert paraphrase(bench, out) == manifest
+    assert {p.name: p.read_bytes() for p in sorted((out / "data").iterdir())} == data
+    after = markers(out)
+    assert {n: after[n]["run_id"] for n in kept} == {n: m["run_id"] for n, m in kept.items()}
+    assert len({m["run_id"] for m in after.values()}) == 2
 
 
 def test_bad_input_is_one_line_and_writes_nothing(bench, tmp_path):

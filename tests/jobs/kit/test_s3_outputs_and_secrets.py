@@ -50,7 +50,7 @@ def corpus(tmp_path_factory):
     """A dated jsonl corpus: 12 passages from 2014 (members) and 12 from October 2026 (non-members), plus a
     few from September 2026 that the October window must leave out; and a tiny model trained on it."""
     from scoring.studies.known_membership import sotu_passages
-    from scoring.studies.tiny_lm import train_tiny_gpt2
+    from jobs.kit.studies import train_tiny_gpt2
 
     root = tmp_path_factory.mktemp("corpus")
     texts = [p["text"] for p in sotu_passages(words_per_passage=24, max_passages=28, seed=3)]

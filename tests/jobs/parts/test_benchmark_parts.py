@@ -117,7 +117,7 @@ def test_a_part_with_no_line_finishes_with_empty_files(tmp_path):
     from jobs.plane.scoring_pool import ROWS_SCHEMA, ModelBranch, PartFinisher, ScoringSpec
     from curation.io.ledger import quarantine_table
     from scoring.detectors import parse_method
-    from scoring.lm.tasks import SCORED_SCHEMA
+    from jobs.plane.tasks import SCORED_SCHEMA
 
     spec = ScoringSpec((ModelBranch("unused", ("original",)),))
     finisher = PartFinisher(spec, str(tmp_path), [parse_method("loss")])

@@ -29,7 +29,7 @@ METHODS = "loss,min_k,lowercase"  # views: original + lowercase, so every row is
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-    from scoring.studies.known_membership import build_known_membership
+    from jobs.kit.studies import build_known_membership
 
     root = tmp_path_factory.mktemp("ft-study")
     info = build_known_membership(root, n_per_label=9, buckets=(32,), train_seconds=1.5, seed=1)

@@ -26,7 +26,7 @@ SHARD = 2
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-    from scoring.studies.known_membership import build_known_membership
+    from jobs.kit.studies import build_known_membership
 
     info = build_known_membership(tmp_path_factory.mktemp("nl-study"), n_per_label=12, buckets=(32,),
                                   train_seconds=1.5, seed=3)

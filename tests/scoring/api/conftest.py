@@ -13,7 +13,7 @@ def tiny(tmp_path_factory):
     from scoring.studies.known_membership import sotu_passages
     from scoring.lm.model import load_causal_lm
     from scoring.lm.scorer import Scorer
-    from scoring.studies.tiny_lm import train_tiny_gpt2
+    from jobs.kit.studies import train_tiny_gpt2
 
     out = tmp_path_factory.mktemp("api") / "model"
     texts = [p["text"] for p in sotu_passages(64, 200)]

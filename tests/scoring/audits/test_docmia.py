@@ -144,7 +144,8 @@ def test_grid_on_parts_equals_the_in_memory_grid_it_replaced(tmp_path):
 
 
 def test_grid_uses_training_folds_only_and_separates_an_easy_split(tmp_path):
-    from scoring.audits.docmia.protocol import GridConfig, make_folds, report_table
+    from scoring.audits.docmia.protocol import GridConfig, make_folds
+    from scoring.reports.doc_mia_page import report_table
 
     rng = np.random.default_rng(0)
     docs, labels = [], []

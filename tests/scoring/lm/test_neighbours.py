@@ -89,7 +89,7 @@ def test_swap_of_finds_the_changed_word():
 @pytest.fixture(scope="module")
 def tiny_mlm(tmp_path_factory):
     from scoring.studies.known_membership import sotu_passages
-    from scoring.studies.tiny_lm import train_tiny_mlm
+    from jobs.kit.studies import train_tiny_mlm
 
     path = tmp_path_factory.mktemp("mlm") / "mlm"
     train_tiny_mlm([p["text"] for p in sotu_passages(64, 200)], path, seconds=4, context=64)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from scoring.lm.tasks import SCORED_SCHEMA
+from jobs.plane.tasks import SCORED_SCHEMA
 from scoring.lm.tokenstats import TOKEN_STATS_SCHEMA
 from scoring.lm.views import ORIGINAL, PREFIXED, strip_prefix, strip_prefixes
 

@@ -11,7 +11,8 @@ import pytest
 
 from report_pages import rendered_text, screenshot
 from jobs.kit.report_out import command_line
-from scoring.reports.html import Code, Figure, Page, Row, Section, Table, num, pct_ci, render, write_page
+from jobs.kit.report_out import write_page
+from scoring.reports.html import Code, Figure, Page, Row, Section, Table, num, pct_ci, render
 
 METHODS = ["loss", "min_k@k=0.2", "zlib", "pac@k1=0.05,k2=0.3,n=5,ratio=0.3,seed=0"]
 HEADLINE = "An estimated 60% [39%, 82%] of the audited set was seen in training."
