@@ -114,38 +114,18 @@ def _validate(cfg: AuditConfig):
     return resolve_detector(cfg.detector, cfg.ref_model)
 
 
-def run_audit(cfg: AuditConfig) -> dict:
-    """Plan on the driver; snippets are cut (jobs/parts/audit_snippets.py) and scored (jobs/plane/part_loop.py) on the
-    workers; the driver aggregates score columns (jobs/parts/audit_results.py)."""
-    import pyarrow.parquet as pq
+def stage_snippets(cfg: AuditConfig, dest, benchmark: bool, phases):
+    """The reference corpus's n-gram index (built once here, 8 bytes per distinct n-gram, shipped to the staging
+    tasks), then the snippets cut on the workers. Returns (index, staged task summaries, snippets per role)."""
     from tqdm import tqdm
 
-    from jobs.parts import audit_results as results
-    from jobs.parts.audit_snippets import fetch_texts, run_staging
-    from jobs.plane.driver_memory import trim
-    from jobs.parts.reference_corpus import iter_texts
-    from jobs.parts.doc_inputs import ROW_SUFFIXES, document_files
-    from jobs.commands.evaluate import PhaseClock, token_freq_from_corpus
     from jobs.kit.runtime import start_driver
-    from jobs.plane.part_loop import score_benchmark
-    from jobs.plane.part_store import read_parts
-    from jobs.kit.identity import json_digest, model_identity, open_output, publish, tool_version
-    from jobs.kit.output_store import Location
-    from scoring.audits.corpus import NgramIndex, calibrate, corpus_summary, top_snippets
-    from scoring.reports.audit_page import audit_page, plot_rates, plot_scores
-    from scoring.reports.audit_report import report_markdown
-    from scoring.stats.metrics import roc_auc
+    from jobs.parts.audit_snippets import run_staging
+    from jobs.parts.reference_corpus import iter_texts
+    from scoring.audits.corpus import NgramIndex
 
-    t0 = time.perf_counter()
-    phases = PhaseClock()
-    method = _validate(cfg)
-    served = cfg.served()  # a served model is probed once, before anything else (a few requests)
-    drop_full_distribution([method], method.column, served)  # refused over an API unless topk= accepts it
-    dest, out = open_output(cfg.out)  # a local directory or an s3:// prefix; `_SUCCESS` is written last
-    files, _ = document_files(cfg.target)
-    benchmark = all(f.suffix.lower() in ROW_SUFFIXES for f in files)
     index = None
-    if cfg.reference_corpus:  # built once here (8 bytes per distinct n-gram) and shipped to the staging tasks
+    if cfg.reference_corpus:
         index = NgramIndex(tqdm(iter_texts(cfg.reference_corpus), desc="reference n-grams", disable=not cfg.progress),
                            n=cfg.ngram)
     tasks = staging_tasks(cfg, benchmark)
@@ -158,6 +138,36 @@ def run_audit(cfg: AuditConfig) -> dict:
     if not n_staged["target"]:
         raise RuntimeError(f"no readable target document in {cfg.target} "
                            f"({sum(s['documents_quarantined'] for s in staged if s['role'] == 'target')} quarantined)")
+    return index, staged, n_staged
+
+
+def run_audit(cfg: AuditConfig) -> dict:
+    """Plan on the driver; snippets are cut (jobs/parts/audit_snippets.py) and scored (jobs/plane/part_loop.py) on the
+    workers; the driver aggregates score columns (jobs/parts/audit_results.py)."""
+    import pyarrow.parquet as pq
+
+    from jobs.parts import audit_results as results
+    from jobs.parts.audit_accounting import account, audit_warnings, document_rows, reason_counts
+    from jobs.parts.audit_snippets import fetch_texts
+    from jobs.plane.driver_memory import trim
+    from jobs.parts.doc_inputs import ROW_SUFFIXES, document_files
+    from jobs.commands.evaluate import PhaseClock, token_freq_from_corpus
+    from jobs.plane.part_loop import score_benchmark
+    from jobs.plane.part_store import read_parts
+    from jobs.kit.identity import json_digest, model_identity, open_output, publish, tool_version
+    from jobs.kit.output_store import Location
+    from scoring.audits.corpus import calibrate, corpus_summary, top_snippets
+    from scoring.stats.metrics import roc_auc
+
+    t0 = time.perf_counter()
+    phases = PhaseClock()
+    method = _validate(cfg)
+    served = cfg.served()  # a served model is probed once, before anything else (a few requests)
+    drop_full_distribution([method], method.column, served)  # refused over an API unless topk= accepts it
+    dest, out = open_output(cfg.out)  # a local directory or an s3:// prefix; `_SUCCESS` is written last
+    files, _ = document_files(cfg.target)
+    benchmark = all(f.suffix.lower() in ROW_SUFFIXES for f in files)
+    index, staged, n_staged = stage_snippets(cfg, dest, benchmark, phases)
 
     scoring = Location(dest.child("scoring"))
     ref_freq = token_freq_from_corpus(cfg.tokenizer_path, cfg.ref_corpus) if (
@@ -210,18 +220,8 @@ def run_audit(cfg: AuditConfig) -> dict:
     texts = fetch_texts(dest.uri, by_file)
     phases.lap("snippets table and evidence")
 
-    doc_rows = []
-    for d, code in zip(listed.to_pylist(), want_codes.tolist()):
-        row = {"id": d["id"], "n_snippets": d["n_snippets"], "n_flagged": d["n_flagged"], "rate": d["rate"],
-               "rate_ci": [d["rate_lo"], d["rate_hi"]], "max_score": d["max_score"], "path": d["path"],
-               "n_words": d["n_words"],
-               "top_snippets": [{"index": snip["where"][sid]["index"], "start_word": snip["where"][sid]["start_word"],
-                                 "score": score_of[sid], "flagged": bool(score_of[sid] >= th), "text": texts[sid]}
-                                for sid in top_ids.get(code, [])]}
-        if cfg.reference_corpus:
-            row["ngram_overlap"] = {"n_ngrams": d["ngram_n_ngrams"], "n_matched": d["ngram_n_matched"],
-                                    "share": d["ngram_share"], "examples": d["ngram_examples"]}
-        doc_rows.append(row)
+    doc_rows = document_rows(listed, want_codes, top_ids, snip["where"], score_of, th, texts,
+                             bool(cfg.reference_corpus))
 
     rates = documents["rate"].to_numpy()
     corpus = corpus_summary(tgt.scores, tgt.codes, rates, calib, benchmark=benchmark, ci_method=cfg.ci,
@@ -239,54 +239,17 @@ def run_audit(cfg: AuditConfig) -> dict:
     # ---- accounting: every document and snippet in is scored or quarantined, per role
     quarantine = results.snippet_quarantine(scoring, tgt, cal, method.column)
     cal_docs = results.documents_table(dest, "calibration", cal, th, cfg.ci)
-    for ids, role, reason, detail in (
-            (duplicates, "target", "duplicate_id", "an earlier document has the same id"),
-            (unscored, "target", "score_failed", "no snippet of this document could be scored"),
-            (cal_docs[2], "calibration", "duplicate_id", "an earlier document has the same id"),
-            (cal_docs[1], "calibration", "score_failed", "no snippet of this document could be scored")):
-        quarantine += [{"id": i, "stage": "score" if reason == "score_failed" else "read", "reason": reason,
-                        "detail": detail, "role": role, "unit": "document"} for i in ids]
-    staged_q = {r: sum(s["documents_quarantined"] for s in staged if s["role"] == r) for r in n_staged}
-
-    def n_q(role: str, unit: str) -> int:
-        return sum(1 for x in quarantine if x["role"] == role and x["unit"] == unit) + (
-            staged_q[role] if unit == "document" else 0)
-
-    counts = {}
-    for role, rs, scored_docs in (("target", tgt, documents.num_rows), ("calibration", cal, cal_docs[0].num_rows)):
-        counts[role] = {"documents_in": sum(s["documents_in"] for s in staged if s["role"] == role),
-                        "documents_scored": scored_docs, "documents_quarantined": n_q(role, "document"),
-                        "snippets_planned": n_staged[role], "snippets_scored": int(rs.scores.size),
-                        "snippets_quarantined": n_q(role, "snippet")}
-    for part, c in counts.items():  # every input is accounted for, or the run fails loudly
-        if c["documents_in"] != c["documents_scored"] + c["documents_quarantined"] or \
-                c["snippets_planned"] != c["snippets_scored"] + c["snippets_quarantined"]:
-            raise RuntimeError(f"{part} accounting does not reconcile: {c}")
-
-    warnings = []
-    med_t = float(np.median(snip["words"]["target"])) if snip["words"]["target"].size else float("nan")
-    med_c = float(np.median(snip["words"]["calibration"])) if snip["words"]["calibration"].size else float("nan")
-    if np.isfinite(med_t) and np.isfinite(med_c) and max(med_t, med_c) > 1.5 * min(med_t, med_c):
-        warnings.append(f"calibration snippets (median {med_c:.0f} words) and target snippets (median {med_t:.0f} "
-                        "words) differ in length; detector scores depend on length, so the threshold may not transfer")
+    counts = account(staged, n_staged, {"target": tgt, "calibration": cal},
+                     {"target": documents.num_rows, "calibration": cal_docs[0].num_rows}, quarantine, (
+                         (duplicates, "target", "duplicate_id", "an earlier document has the same id"),
+                         (unscored, "target", "score_failed", "no snippet of this document could be scored"),
+                         (cal_docs[2], "calibration", "duplicate_id", "an earlier document has the same id"),
+                         (cal_docs[1], "calibration", "score_failed", "no snippet of this document could be scored")))
     auc = roc_auc(cal.labels, cal.scores)
-    if not auc > 0.6:
-        warnings.append(f"calibration AUC is {auc:.3f}: the detector barely separates known members from non-members "
-                        "for this model, so rates are mostly noise")
-    n_small = min(calib.n_members, calib.n_non_members)
-    if n_small < 20:
-        warnings.append(f"only {n_small} calibration snippets in the smaller class: TPR/FPR are rough")
-    if documents.num_rows > listed.num_rows:
-        warnings.append(f"report.json lists the {listed.num_rows} documents with the highest max score of "
-                        f"{documents.num_rows}; documents.parquet holds them all")
+    warnings = audit_warnings(snip["words"], auc, calib, documents.num_rows, listed.num_rows)
 
     trim()  # the aggregation's temporaries are freed: return them before the plots allocate (the driver's peak)
-    plots = ["scores_hist.png"]
-    (out / "scores_hist.png").write_bytes(
-        plot_scores(tgt.scores, cal.scores[cal.labels == 1], cal.scores[cal.labels == 0], th, method.column))
-    if not benchmark:
-        (out / "rates_hist.png").write_bytes(plot_rates(rates, corpus["mean_rate"]))
-        plots.append("rates_hist.png")
+    plots = write_plots(out, tgt, cal, th, method.column, None if benchmark else (rates, corpus["mean_rate"]))
     pq.write_table(documents.drop_columns(["role"]), out / "documents.parquet")
     pred = (cal.scores >= th).astype(int)
     report = {
@@ -301,18 +264,39 @@ def run_audit(cfg: AuditConfig) -> dict:
                         "auc": auc},
         "corpus": corpus, "counts": counts, "documents": doc_rows,
         "documents_listed": f"{len(doc_rows)} of {documents.num_rows} (all in documents.parquet)",
-        "warnings": warnings, "plots": plots, "quarantine_reasons": _reason_counts(quarantine, staged),
+        "warnings": warnings, "plots": plots, "quarantine_reasons": reason_counts(quarantine, staged),
         "parts": run.stats, "config": asdict(cfg), "seconds": round(time.perf_counter() - t0, 2),
         "phases_s": phases.laps, "served_model": run_record(served, run.stats.get("api")),
     }
+    write_report(dest, out, report, quarantine)
+    publish(dest, out, {"job": "audit", "counts": counts})
+    return {"report": str(out / "report.md"), "json": str(out / "report.json"), "corpus": corpus,
+            "counts": counts, "seconds": report["seconds"]}
+
+
+def write_plots(out: Path, tgt, cal, threshold: float, detector: str, rates) -> list[str]:
+    """scores_hist.png, and rates_hist.png in document mode (`rates`: (per-document rates, their mean))."""
+    from scoring.reports.audit_page import plot_rates, plot_scores
+
+    (out / "scores_hist.png").write_bytes(
+        plot_scores(tgt.scores, cal.scores[cal.labels == 1], cal.scores[cal.labels == 0], threshold, detector))
+    if rates is None:
+        return ["scores_hist.png"]
+    (out / "rates_hist.png").write_bytes(plot_rates(*rates))
+    return ["scores_hist.png", "rates_hist.png"]
+
+
+def write_report(dest, out: Path, report: dict, quarantine: list[dict]) -> None:
+    """report.json, report.md, report.html and quarantine.parquet/; the snippets' texts were only the scorer's
+    input and are removed (their metadata stays)."""
+    from scoring.reports.audit_page import audit_page
+    from scoring.reports.audit_report import report_markdown
+
     (out / "report.json").write_text(json.dumps(report, indent=2, default=float))
     (out / "report.md").write_text(report_markdown(report))
     write_html(out, audit_page(report, out))
     _write_quarantine(dest, out / "quarantine.parquet", quarantine)
-    dest.delete_tree("_staging/snippets")  # the texts were only the scorer's input; metadata stays
-    publish(dest, out, {"job": "audit", "counts": counts})
-    return {"report": str(out / "report.md"), "json": str(out / "report.json"), "corpus": corpus,
-            "counts": counts, "seconds": report["seconds"]}
+    dest.delete_tree("_staging/snippets")
 
 
 def pc_index(values, ids):
@@ -330,18 +314,6 @@ def _write_quarantine(dest, path: Path, records: list[dict]) -> None:
     for name in [n for n in dest.list("_staging/quarantine") if n.endswith(".parquet")]:
         pq.write_table(dest.read_parquet(name), path / f"part-staged-{name.rsplit('/', 1)[-1]}")
     pq.write_table(quarantine_table(records, context=("role", "unit")), path / "part-scored.parquet")
-
-
-def _reason_counts(quarantine: list[dict], staged: list[dict]) -> dict:
-    out: dict[str, int] = {}
-    for s in staged:
-        for reason, n in s["reasons"].items():
-            key = f"{s['role']}/document/{reason}"
-            out[key] = out.get(key, 0) + n
-    for x in quarantine:
-        key = f"{x['role']}/{x['unit']}/{x['reason']}"
-        out[key] = out.get(key, 0) + 1
-    return out
 
 
 def audit_config(*, target_fpr: Optional[float], objective: str, ci: str, **options) -> AuditConfig:

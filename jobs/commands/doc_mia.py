@@ -102,12 +102,11 @@ def score_document_parts(cfg: DocMiaConfig, dest, contexts: list[int], with_gp: 
                         {"contexts": tuple(contexts), "with_gp": with_gp})
 
     def pool(items):
-        start_driver()
         return run_pipeline(doc_mia_spec(cfg), [{"part": p.to_json()} for p in items], stages, cfg.progress)
 
     stats = {"parts": len(parts), "reused": 0, "scored": 0}
     summaries = run_parts(parts, index=lambda p: p.index, digests=digests, store=store, pool=pool, stats=stats,
-                          run_id=new_run_id(), not_isolated=NOT_ISOLATED)
+                          run_id=new_run_id(), not_isolated=NOT_ISOLATED, start=start_driver)
     return summaries, stats
 
 

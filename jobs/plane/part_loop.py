@@ -106,14 +106,15 @@ def run_parts(work: Sequence, *, index: Callable[[object], int], digests: dict[i
               pool: Callable[[list], Iterable[dict]], stats: dict, run_id: str, resume: bool = True,
               on_commit: Callable[[dict], None] | None = None,
               isolate: Callable[[list, Callable[[dict], None]], None] | None = None,
-              not_isolated: str = "") -> dict[int, dict]:
+              not_isolated: str = "", start: Callable[[], object] | None = None) -> dict[int, dict]:
     """The one part loop of every job that works in parts (evaluate, audit, unlearning-audit, dataset-inference,
     doc-mia, paraphrase). Parts whose marker matches this fingerprint and input are reused (resume); the rest go
     to `pool` (a pipeline that yields one summary, with `index`, per part as its files land); a lost node's parts
     go to a new pool on what is alive (jobs/plane/watch.replanning); no part finishing within the stall bound
     stops the job with what is saved; a served model that refuses every request stops it too. Any other failure
     of the pipeline hands the parts not committed to `isolate(left, commit)` (row isolation), or, for a kind of
-    part that cannot be isolated, re-raises with `not_isolated` (why) appended. Returns {index: summary}."""
+    part that cannot be isolated, re-raises with `not_isolated` (why) appended. `start` (e.g. joining Ray) runs
+    once, only when a part is left to do: a finished job resumes without a cluster. Returns {index: summary}."""
     markers = {i: store.marker(i, digests[i]) for i in map(index, work)} if resume else {}
     done = {i: m for i, m in markers.items() if m}
     store.clean(keep=set(done))
@@ -136,6 +137,8 @@ def run_parts(work: Sequence, *, index: Callable[[object], int], digests: dict[i
 
     if not pending:
         return summaries
+    if start:
+        start()
     try:
         for summary in replanning(pool, pending, lambda w: index(w) in summaries, stats, log):
             commit(summary)
