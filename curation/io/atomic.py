@@ -1,6 +1,6 @@
 """Atomic local file writes: readers see the old file or the whole new one, never a torn one, even if the writer
 crashes half way. The bytes go to a hidden temporary file in the same directory, are fsynced, and are renamed over
-the target (`os.replace`, atomic on POSIX). Plain Python; jobs/kit/output_store.py builds local and s3:// outputs on it.
+the target (`os.replace`, atomic on POSIX). Plain Python; curation/io/outputs.py builds local and s3:// outputs on it.
 """
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Protocol, runtime_checkable
 
 from curation.document import Document
 
@@ -40,10 +40,27 @@ SOURCE_MODULES = {
 }
 
 
+@runtime_checkable
+class Source(Protocol):
+    """The contract of a source module (the module docstring above): `iter_documents` is required; `snapshot`,
+    `shards`, `aggregations` (+ `aggregation_scan`/`aggregation_merge`) are optional, and OPTIONAL lists them."""
+
+    def iter_documents(self, source_cfg: dict, aggregated: Any = None) -> Iterator[Document]: ...
+
+
+OPTIONAL = ("snapshot", "shards", "aggregations", "aggregation_scan", "aggregation_merge")
+
+
 def source_module(kind: str) -> ModuleType:
+    """The registered module of `kind`, checked against the Source contract when it is imported."""
     if kind not in SOURCE_MODULES:
         raise ValueError(f"unknown source.kind {kind!r}; known: {', '.join(sorted(SOURCE_MODULES))}")
-    return importlib.import_module(SOURCE_MODULES[kind])
+    module = importlib.import_module(SOURCE_MODULES[kind])
+    if not isinstance(module, Source):
+        raise TypeError(f"{SOURCE_MODULES[kind]} is registered as source {kind!r} but has no iter_documents")
+    if hasattr(module, "aggregations") and not all(hasattr(module, f) for f in OPTIONAL[3:]):
+        raise TypeError(f"{SOURCE_MODULES[kind]} declares aggregations without aggregation_scan/aggregation_merge")
+    return module
 
 
 def source_config(cfg: Mapping[str, Any]) -> dict:

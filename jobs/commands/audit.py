@@ -155,7 +155,7 @@ def run_audit(cfg: AuditConfig) -> dict:
     from jobs.plane.part_loop import score_benchmark
     from jobs.plane.part_store import read_parts
     from jobs.kit.identity import json_digest, model_identity, open_output, publish, tool_version
-    from jobs.kit.output_store import Location
+    from curation.io.outputs import Location
     from scoring.audits.corpus import calibrate, corpus_summary, top_snippets
     from scoring.stats.metrics import roc_auc
 

@@ -27,12 +27,12 @@ def build(cfg: Mapping[str, Any], out: Path | str, *, overrides: tuple[str, ...]
     """Build and write a release; returns its manifest. Raises ReconcileError before writing if counts are off.
 
     `out` is a local directory or an s3:// prefix. The release is written to a staging directory first and then
-    published (jobs/kit/release_publish.py): data files, then manifest.json, then `_SUCCESS`, so a crashed build never
+    published (curation/io/publish.py): data files, then manifest.json, then `_SUCCESS`, so a crashed build never
     leaves a release that looks complete. With `skip_existing`, a complete release already at `out` makes this a
     no-op (a scheduled job that runs twice for one period), and a partial one is rebuilt."""
     from curation import sources
     from curation.release.layout import build_manifest, write_manifest
-    from jobs.kit import release_publish as release_io
+    from curation.io import publish as release_io
     from jobs.kit.redact import credential_keys, redact, secret_values
 
     dest = release_io.destination(out)

@@ -70,7 +70,7 @@ def _score_cell(dest_dir: Path, spec, identity, benchmark: Path, cell: str, meth
     from jobs.plane.part_loop import score_benchmark
     from jobs.plane.part_store import read_parts
     from jobs.kit.identity import json_digest, tool_version
-    from jobs.kit.output_store import Location
+    from curation.io.outputs import Location
 
     dest = Location(dest_dir)
     fingerprint = json_digest({"model": identity, "methods": [m.column for m in methods], "tool": tool_version()})

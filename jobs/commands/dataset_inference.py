@@ -64,7 +64,7 @@ def run_dataset_inference(cfg: DatasetInferenceConfig) -> dict:
     from jobs.plane.part_store import read_parts
     from jobs.plane.scoring_pool import ModelBranch
     from jobs.kit.identity import json_digest, model_identity, open_output, publish, tool_version
-    from jobs.kit.output_store import Location
+    from curation.io.outputs import Location
     from scoring.audits.dataset_inference import MEANING, dataset_inference
     from scoring.lm.views import ORIGINAL, PREFIXED
     from scoring.reports.dataset_inference_page import conclusion, plot_test_scores, report_markdown, report_page

@@ -87,7 +87,7 @@ def doc_mia_fingerprint(cfg: DocMiaConfig, contexts: list[int], with_gp: bool) -
 def score_document_parts(cfg: DocMiaConfig, dest, contexts: list[int], with_gp: bool) -> tuple[dict, dict]:
     """Score every document part on the pool through the one part loop (jobs/plane/part_loop.run_parts: resume,
     node-loss replanning, the stall bound); returns ({part index: summary}, stats)."""
-    from jobs.kit.output_store import new_run_id
+    from curation.io.outputs import new_run_id
     from jobs.kit.runtime import start_driver
     from jobs.parts.documents import DOC_PART_DIRS, NOT_ISOLATED, PrepareDocuments, ScoreDocuments, part_digest, \
         plan_doc_parts

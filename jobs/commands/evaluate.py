@@ -233,7 +233,7 @@ def compare_with_original(cfg: EvaluateConfig, metrics: list[dict], dest) -> tup
     model and settings, into OUT/original/ (resumable like any evaluation)."""
     from dataclasses import replace
 
-    from jobs.kit.output_store import Location
+    from curation.io.outputs import Location
     from scoring.stats.comparison import attach_original, original_metrics
 
     source = Location(cfg.compare_to)

@@ -74,7 +74,7 @@ def check_config(cfg: ParaphraseConfig) -> dict:
     """Refuse bad input before anything is written (cheap: no table or model is loaded). Returns the rewriter's
     manifest record."""
     from curation.paraphrase.rewriters import check_rate, describe_rewriter
-    from jobs.kit.output_store import Location
+    from curation.io.outputs import Location
 
     try:
         check_rate(cfg.rate)
@@ -115,7 +115,7 @@ def run_paraphrase(cfg: ParaphraseConfig) -> dict:
     from curation.io.ledger import ReconcileError, Ledger
     from jobs.plane.survey import run_survey
     from jobs.kit.identity import json_digest, model_identity, open_output, publish, tool_version
-    from jobs.kit.output_store import Location, new_run_id
+    from curation.io.outputs import Location, new_run_id
     from jobs.parts.paraphrased import NOT_ISOLATED, PART_DIRS, run_pool
     from jobs.plane.part_loop import run_parts
     from jobs.plane.part_store import PartStore

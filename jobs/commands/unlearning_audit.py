@@ -157,7 +157,7 @@ def _score_chunks(cfg: UnlearningConfig, dest, chunks: list[dict], methods: list
     from jobs.plane.part_store import read_parts
     from jobs.plane.scoring_pool import ModelBranch, ScoringSpec
     from jobs.kit.identity import json_digest, model_identity, tool_version
-    from jobs.kit.output_store import Location
+    from curation.io.outputs import Location
     from jobs.plane.tasks import hooks_from_env
 
     start_driver()

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
-from jobs.kit.output_store import Location, sha256_bytes  # noqa: F401 - sha256_bytes is part of this module's API
+from curation.io.outputs import Location, sha256_bytes  # noqa: F401 - sha256_bytes is part of this module's API
 
 
 def json_digest(obj: Any) -> str:

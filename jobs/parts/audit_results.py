@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from jobs.parts.audit_snippets import ROLE_CODE, ROLE_OF_CODE, public_id
 from curation.io.ledger import first_occurrences, quarantine_record
 from jobs.plane.part_store import read_parts
-from jobs.kit.output_store import Location
+from curation.io.outputs import Location
 
 SID_PATTERN = r"^[tc]\|(?P<doc>.*)#snippet(?P<index>[0-9]+)$"  # greedy: the last `#snippet` ends the doc id
 

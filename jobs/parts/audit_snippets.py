@@ -94,7 +94,7 @@ def _snippets_of(task: dict, bad: list) -> Iterator[tuple[dict, list[dict]]]:
 
 def stage_task(task: dict, dest: str, ngram_index=None) -> dict:
     """Run one staging task (Ray-free); returns its counts and the files it wrote."""
-    from jobs.kit.output_store import Location
+    from curation.io.outputs import Location
 
     out = Location(dest)
     role, k = task["role"], task["task"]
@@ -159,7 +159,7 @@ def fetch_texts(dest: str, wanted_by_file: dict[str, set[str]]) -> dict[str, str
     import ray
 
     def scan(name: str, want: list[str]) -> dict[str, str]:
-        from jobs.kit.output_store import Location
+        from curation.io.outputs import Location
 
         want_set, found = set(want), {}
         for line in Location(dest).read_bytes(f"_staging/snippets/{name}.jsonl").splitlines():

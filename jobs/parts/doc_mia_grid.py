@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from jobs.plane.part_store import part_name
-from jobs.kit.output_store import Location
+from curation.io.outputs import Location
 from scoring.audits.docmia.grid import (add_sums, configs, fold_references, fold_sums, hist_edges_from_agg,
                                  part_features)
 from scoring.audits.docmia.normalization import Normalization

@@ -125,7 +125,7 @@ class ScoreDocuments:
                  contexts: Sequence[int] = (128,), with_gp: bool = False):
         import torch
 
-        from jobs.kit.output_store import Location
+        from curation.io.outputs import Location
         from scoring.audits.docmia.stats import document_scorers
         from scoring.lm.model import load_causal_lm
 

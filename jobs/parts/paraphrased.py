@@ -29,7 +29,7 @@ class ParaphraseParts:
                  device: str = "cpu", actors: int = 1):
         from curation.paraphrase.rewriters import make_rewriter
         from jobs.plane.scoring_pool import PrepareParts, ScoringSpec
-        from jobs.kit.output_store import Location
+        from curation.io.outputs import Location
         from jobs.plane.tasks import default_threads
 
         self.rewriter = make_rewriter(rewriter, seed, rate, wordnet_dir, device=device,

@@ -8,7 +8,7 @@ The driver holds part summaries and counts, never rows or token stats.
 build-benchmark's passes do not run here: dedup and sampling decide across all blocks at once (a row is kept or
 dropped by what other parts hold), so no part can be committed on its own. Its blocks live in Ray's object store
 (lineage reconstruction survives a lost worker), and its unit of resume is the whole release: staged, then
-published atomically (jobs/kit/release_publish.py); `--skip-existing` reuses a complete one.
+published atomically (curation/io/publish.py); `--skip-existing` reuses a complete one.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from jobs.plane.survey import prefix_text as read_prefix, run_survey, survey_jso
 from jobs.plane.watch import StalledPool, replanning
 from jobs.plane.scoring_pool import (PartFinisher, PrepareParts, ScoringSpec, benchmark_stages, cluster_cpus, part_items,
                                run_pipeline, from_ipc)
-from jobs.kit.output_store import Location, new_run_id
+from curation.io.outputs import Location, new_run_id
 from scoring.api.client import ApiFatal, api_fatal_reason
 
 ABORT_ENV = "TIDEMARK_FAULT_ABORT_AFTER_PARTS"  # fault injection: stop the job after committing N parts

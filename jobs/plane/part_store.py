@@ -19,7 +19,7 @@ import json
 
 import pyarrow as pa
 
-from jobs.kit.output_store import Location
+from curation.io.outputs import Location
 
 PART_DIRS = ("token_stats.parquet", "scores.parquet", "quarantine.parquet", "neighbours.parquet")
 MARKERS = "_parts"

@@ -156,7 +156,7 @@ class PartFinisher:
     Runs where the token stats are (the last scorer actor, or the driver's isolation fallback)."""
 
     def __init__(self, spec: ScoringSpec, dest: str, methods: Sequence, resources: dict | None = None):
-        from jobs.kit.output_store import Location
+        from curation.io.outputs import Location
 
         self.spec, self.dest = spec, Location(dest)
         self.methods, self.resources = list(methods), dict(resources or {})

@@ -57,7 +57,7 @@ def plot_comparison(records: Sequence[dict], label: str = "this benchmark", buck
 
 
 def original_metrics(location, what: str) -> list[dict]:
-    """The metrics.json of an earlier evaluation (a local directory or s3:// prefix, `jobs.kit.output_store.Location`)."""
+    """The metrics.json of an earlier evaluation (a local directory or s3:// prefix, `curation.io.outputs.Location`)."""
     if not location.exists("metrics.json"):
         raise FileNotFoundError(f"{what} has no metrics.json")
     return list(location.read_json("metrics.json"))

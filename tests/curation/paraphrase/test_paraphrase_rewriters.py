@@ -174,7 +174,7 @@ def test_mlm_rewriter_changes_about_the_rate(tiny_mlm):
 def test_worker_stage_writes_a_part_and_accounts_for_every_row(tmp_path):
     from jobs.parts.benchmark_parts import plan_parts
     from jobs.parts.paraphrased import ParaphraseParts
-    from jobs.kit.output_store import Location
+    from curation.io.outputs import Location
 
     bench = tmp_path / "bench.jsonl"
     rows = [{"id": f"r{i}", "input": TEXT if i % 2 else "Happy cars.", "label": i % 2, "bucket": 32} for i in range(5)]

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from jobs.cli import app
 from jobs.plane.part_store import read_parts
-from jobs.kit.output_store import Location
+from curation.io.outputs import Location
 from report_pages import assert_self_contained
 from scoring.audits.dataset_inference import dataset_inference
 

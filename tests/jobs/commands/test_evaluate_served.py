@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from jobs.cli import app
 from jobs.plane.part_store import read_parts
-from jobs.kit.output_store import Location
+from curation.io.outputs import Location
 from scoring.api.loopback import LoopbackServer
 from scoring.detectors import parse_methods
 

@@ -146,7 +146,7 @@ def test_build_then_evaluate_on_s3_without_leaking_credentials(s3_server, corpus
 
 def test_an_incomplete_s3_release_is_not_read(s3, tmp_path):
     from jobs.commands.evaluate import EvaluateConfig, run_evaluate
-    from jobs.kit.output_store import Location
+    from curation.io.outputs import Location
 
     loc = Location(f"s3://{BUCKET}/releases/half")
     loc.write_text("data/length16.jsonl", json.dumps({"id": "a", "input": "x y", "label": 1}) + "\n")

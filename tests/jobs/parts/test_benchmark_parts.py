@@ -15,7 +15,7 @@ from jobs.parts.benchmark_parts import plan_parts, read_part
 from jobs.plane.part_store import PartStore
 from jobs.plane.survey import SurveyParts, plan_from_survey
 from jobs.plane.scoring_pool import from_ipc
-from jobs.kit.output_store import Location
+from curation.io.outputs import Location
 
 
 def write_benchmark(path, n=23):

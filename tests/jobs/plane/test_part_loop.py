@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from jobs.kit.output_store import Location
+from curation.io.outputs import Location
 from jobs.plane import part_loop
 from jobs.plane.part_loop import ABORT_ENV, InjectedAbort, run_parts
 from jobs.plane.part_store import PartStore

@@ -94,7 +94,7 @@ def _grid_on_parts(tmp_path, docs_by_context, labels, cfg, split):
     import pyarrow as pa
 
     from jobs.parts.doc_mia_grid import run_grid_on_parts
-    from jobs.kit.output_store import Location
+    from curation.io.outputs import Location
     from scoring.audits.docmia.protocol import make_folds
     from scoring.audits.docmia.stats import DOC_STATS_SCHEMA
 

@@ -29,7 +29,7 @@ def test_compare_to_a_benchmark_evaluates_it_first_with_the_same_settings(monkey
     import json
 
     from jobs.commands import evaluate as ev
-    from jobs.kit.output_store import Location
+    from curation.io.outputs import Location
 
     calls = []
 

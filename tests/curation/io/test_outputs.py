@@ -9,8 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from jobs.kit import release_publish as release_io
-from jobs.kit.output_store import SUCCESS, Location, atomic_write_bytes, local_copy
+from curation.io import publish as release_io
+from curation.io.outputs import SUCCESS, Location, atomic_write_bytes, local_copy
 
 BUCKET = "tidemark-test"
 
@@ -138,7 +138,7 @@ def test_publish_order_and_a_crash_half_way(where, tmp_path, request, monkeypatc
 
 
 def test_a_file_over_the_multipart_threshold_arrives_whole(s3, tmp_path, monkeypatch):
-    from jobs.kit.output_store import MULTIPART_ENV, sha256_bytes
+    from curation.io.outputs import MULTIPART_ENV, sha256_bytes
 
     monkeypatch.setenv(MULTIPART_ENV, str(1 << 20))  # 1 MiB; parts are 5 MiB, S3's minimum
     data = np.random.default_rng(0).bytes(11 << 20)  # 11 MiB: three parts

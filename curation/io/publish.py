@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-from jobs.kit.output_store import SUCCESS, Location, new_run_id, sha256_bytes
+from curation.io.outputs import SUCCESS, Location, new_run_id, sha256_bytes
 
 MANIFEST = "manifest.json"
 RELEASE_DIRS = ("data", "excluded")
