@@ -84,98 +84,116 @@ def debias_rows(rows: list[dict], *, target_auc: float = 0.60, seed: int = 0,
     lever did, and the drop counts by reason and label (`before_compact`/`after_compact` leave out the feature
     lists, for a manifest). `max_drop_frac` is the drop budget as a fraction of the input: length and topic
     matching are applied in full and count towards it, and the confident-item filter stops when it is spent."""
-    from tqdm.auto import tqdm
+    run = _DebiasRun(rows, target_auc=target_auc, seed=seed, min_bucket_n=min_bucket_n, max_drop_frac=max_drop_frac,
+                     n_bootstrap=n_bootstrap, group_prefix_words=group_prefix_words, progress=progress,
+                     audit_kw=dict(cutoff_year=cutoff_year, n_folds=n_folds, group_prefix_words=None,
+                                   progress=progress, classifiers=classifiers))
+    if not run.m_before > target_auc:
+        return run.unchanged()
+    run.lever("mask_dates", mask_dates, "dates", lambda: run.mask_dates(date_mode))
+    run.lever("match_length", match_length, "format", lambda: run.match_length(length_bins))
+    run.lever("match_topics", match_topics, "bow", lambda: run.match_topics(topic_min_similarity))
+    run.drop_confident(drop_confident, step_frac, min_per_class, max_rounds)
+    return run.finish()
 
-    rng = np.random.default_rng(seed)
-    rows = [dict(r) for r in rows]
-    n_in = len(rows)
-    originals = [r["input"] for r in rows]
-    texts = list(originals)
-    y = np.array([int(r["label"]) for r in rows], dtype=np.int64)
-    buckets = np.array([str(r.get("bucket", "all")) for r in rows], dtype=object)
-    # Groups from the original texts, fixed for the whole run: edits must not let truncations of one text split.
-    groups = prefix_groups(originals, group_prefix_words) if group_prefix_words else None
-    alive = np.ones(n_in, dtype=bool)
-    reason: dict[int, tuple[str, str]] = {}
-    audit_kw = dict(cutoff_year=cutoff_year, n_folds=n_folds, group_prefix_words=None, progress=progress,
-                    classifiers=classifiers)
-    budget = int(math.floor(max_drop_frac * n_in))
 
-    def audit(sel: np.ndarray, round_seed: int, nb: int = 0, features: bool = False):
+class _DebiasRun:
+    """One debias run's state: the texts as edited so far, which rows are alive and why the others went, the
+    latest blind audit (and its out-of-fold scores), and the report. One method per lever, applied in order."""
+
+    def __init__(self, rows: list[dict], *, target_auc: float, seed: int, min_bucket_n: int, max_drop_frac: float,
+                 n_bootstrap: int, group_prefix_words: int | None, progress: bool, audit_kw: dict):
+        self.rows = [dict(r) for r in rows]
+        self.n_in = len(self.rows)
+        self.originals = [r["input"] for r in self.rows]
+        self.texts = list(self.originals)
+        self.y = np.array([int(r["label"]) for r in self.rows], dtype=np.int64)
+        self.buckets = np.array([str(r.get("bucket", "all")) for r in self.rows], dtype=object)
+        # Groups from the original texts, fixed for the whole run: edits must not let truncations of one text split.
+        self.groups = prefix_groups(self.originals, group_prefix_words) if group_prefix_words else None
+        self.alive = np.ones(self.n_in, dtype=bool)
+        self.reason: dict[int, tuple[str, str]] = {}
+        self.rng = np.random.default_rng(seed)
+        self.target, self.seed, self.min_bucket_n, self.n_bootstrap = target_auc, seed, min_bucket_n, n_bootstrap
+        self.max_drop_frac, self.audit_kw, self.progress = max_drop_frac, audit_kw, progress
+        self.budget = int(math.floor(max_drop_frac * self.n_in))
+        self.say = (lambda msg: print(f"[debias] {msg}", file=sys.stderr)) if progress else (lambda msg: None)
+        _, self.before, before_oof = self.audit(self.alive, seed, n_bootstrap, features=True)
+        self.m_before = _measure(self.before, min_bucket_n)
+        self.say(f"blind AUC before: {self.m_before:.3f} (target {target_auc:.2f})")
+        self.report: dict[str, Any] = {
+            "target_auc": target_auc, "n_in": self.n_in, "measure": f"max(overall, buckets with n >= {min_bucket_n})",
+            "before": self.before, "blind_auc_before": self.m_before, "levers": {}, "max_drop_frac": max_drop_frac,
+        }
+        self.latest, self.latest_idx, self.latest_oof = self.before, np.flatnonzero(self.alive), before_oof
+        self.rounds: list[dict] = []
+
+    def audit(self, sel: np.ndarray, round_seed: int, nb: int = 0, features: bool = False):
         idx = np.flatnonzero(sel)
-        res, oof = run_audit([texts[i] for i in idx], y[idx], list(buckets[idx]),
-                             None if groups is None else groups[idx], seed=round_seed, n_bootstrap=nb,
-                             with_features=features, **audit_kw)
+        res, oof = run_audit([self.texts[i] for i in idx], self.y[idx], list(self.buckets[idx]),
+                             None if self.groups is None else self.groups[idx], seed=round_seed, n_bootstrap=nb,
+                             with_features=features, **self.audit_kw)
         return idx, res, oof
 
-    def drop(indices: list[tuple[int, str]], why: str) -> int:
+    def drop(self, indices: list[tuple[int, str]], why: str) -> int:
         n = 0
         for i, d in indices:
-            if alive[i]:
-                alive[i] = False
-                reason[i] = (why, d)
+            if self.alive[i]:
+                self.alive[i] = False
+                self.reason[i] = (why, d)
                 n += 1
         return n
 
-    say = (lambda msg: print(f"[debias] {msg}", file=sys.stderr)) if progress else (lambda msg: None)
-    _, before, before_oof = audit(alive, seed, n_bootstrap, features=True)
-    m_before = _measure(before, min_bucket_n)
-    say(f"blind AUC before: {m_before:.3f} (target {target_auc:.2f})")
-    report: dict[str, Any] = {
-        "target_auc": target_auc, "n_in": n_in, "measure": f"max(overall, buckets with n >= {min_bucket_n})",
-        "before": before, "blind_auc_before": m_before, "levers": {}, "max_drop_frac": max_drop_frac,
-    }
-    latest, latest_idx, latest_oof = before, np.flatnonzero(alive), before_oof
-    if not m_before > target_auc:
-        report.update({"after": before, "blind_auc_after": m_before, "reached": True, "n_kept": n_in,
-                       "n_dropped": 0, "dropped_by_reason": {}, "dropped_by_reason_label": {},
-                       "n_modified": 0, "modified_ids": [], "before_compact": _compact(before),
-                       "after_compact": _compact(before),
-                       "message": f"Blind AUC {m_before:.3f} is already at or under the target {target_auc:.2f}; "
-                                  f"nothing changed."})
-        return rows, [], report
+    def unchanged(self) -> tuple[list[dict], list[dict], dict]:
+        self.report.update({"after": self.before, "blind_auc_after": self.m_before, "reached": True,
+                            "n_kept": self.n_in, "n_dropped": 0, "dropped_by_reason": {},
+                            "dropped_by_reason_label": {}, "n_modified": 0, "modified_ids": [],
+                            "before_compact": _compact(self.before), "after_compact": _compact(self.before),
+                            "message": f"Blind AUC {self.m_before:.3f} is already at or under the target "
+                                       f"{self.target:.2f}; nothing changed."})
+        return self.rows, [], self.report
 
-    # 1. dates --------------------------------------------------------------------------------------------------
-    if _wants(mask_dates, latest, "dates", target_auc):
+    def lever(self, name: str, setting, classifier: str, apply) -> None:
+        """Apply a lever when its setting (True/False/"auto": its classifier above the target) asks for it."""
+        if _wants(setting, self.latest, classifier, self.target):
+            self.report["levers"][name] = apply()
+        else:
+            self.report["levers"][name] = {"applied": False}
+
+    def mask_dates(self, date_mode: str) -> dict:
         changed: Counter = Counter()
         n_expr = 0
-        for i in range(n_in):
-            new, n = strip_dates(texts[i], date_mode)
+        for i in range(self.n_in):
+            new, n = strip_dates(self.texts[i], date_mode)
             if n:
-                texts[i] = new
+                self.texts[i] = new
                 n_expr += n
-                changed["member" if y[i] else "non-member"] += 1
-        report["levers"]["mask_dates"] = {"applied": True, "mode": date_mode, "n_expressions": n_expr,
-                                          "n_rows_changed": sum(changed.values()),
-                                          "n_rows_changed_by_label": dict(changed)}
-        say(f"dates: {date_mode}d {n_expr} expressions in {sum(changed.values())} rows")
+                changed["member" if self.y[i] else "non-member"] += 1
+        self.say(f"dates: {date_mode}d {n_expr} expressions in {sum(changed.values())} rows")
         if n_expr:
-            latest_idx, latest, latest_oof = audit(alive, seed + 1)
-    else:
-        report["levers"]["mask_dates"] = {"applied": False}
+            self.latest_idx, self.latest, self.latest_oof = self.audit(self.alive, self.seed + 1)
+        return {"applied": True, "mode": date_mode, "n_expressions": n_expr, "n_rows_changed": sum(changed.values()),
+                "n_rows_changed_by_label": dict(changed)}
 
-    # 2. length ------------------------------------------------------------------------------------------------
-    if _wants(match_length, latest, "format", target_auc):
-        lengths = np.array([len(t) for t in texts], dtype=np.float64)
+    def match_length(self, length_bins: int) -> dict:
+        lengths = np.array([len(t) for t in self.texts], dtype=np.float64)
         todo = []
-        for b in sorted(set(buckets[alive])):
-            todo += length_match(np.flatnonzero(alive & (buckets == b)), y, lengths, rng, length_bins)
-        n = drop(todo, "debias_length_match")
-        report["levers"]["match_length"] = {"applied": True, "n_bins": length_bins, "n_dropped": n}
-        say(f"length match: dropped {n}")
-    else:
-        report["levers"]["match_length"] = {"applied": False}
+        for b in sorted(set(self.buckets[self.alive])):
+            todo += length_match(np.flatnonzero(self.alive & (self.buckets == b)), self.y, lengths, self.rng,
+                                 length_bins)
+        n = self.drop(todo, "debias_length_match")
+        self.say(f"length match: dropped {n}")
+        return {"applied": True, "n_bins": length_bins, "n_dropped": n}
 
-    # 3. topics ------------------------------------------------------------------------------------------------
-    if _wants(match_topics, latest, "bow", target_auc):
+    def match_topics(self, topic_min_similarity: float) -> dict:
         todo, sims = [], []
-        for b in sorted(set(buckets[alive])):
-            idx = np.flatnonzero(alive & (buckets == b))
-            mem, non = idx[y[idx] == 1], idx[y[idx] == 0]
+        for b in sorted(set(self.buckets[self.alive])):
+            idx = np.flatnonzero(self.alive & (self.buckets == b))
+            mem, non = idx[self.y[idx] == 1], idx[self.y[idx] == 0]
             if not len(mem) or not len(non):
                 continue
             small, large = (mem, non) if len(mem) <= len(non) else (non, mem)
-            pairs = pair_by_topic(texts, small, large)
+            pairs = pair_by_topic(self.texts, small, large)
             paired_large = {j for j, _ in pairs.values()}
             for i in small:
                 if int(i) not in pairs:
@@ -187,31 +205,15 @@ def debias_rows(rows: list[dict], *, target_auc: float = 0.60, seed: int = 0,
                     todo += [(i, d), (j, d)]
             todo += [(int(j), f"bucket {b}: not the nearest TF-IDF neighbour of any item of the smaller class")
                      for j in large if int(j) not in paired_large]
-        n = drop(todo, "debias_unpaired")
-        report["levers"]["match_topics"] = {
-            "applied": True, "min_similarity": topic_min_similarity, "n_dropped": n,
-            "pair_similarity_median": float(np.median(sims)) if sims else None}
-        say(f"topic pairing: dropped {n}")
-    else:
-        report["levers"]["match_topics"] = {"applied": False}
+        n = self.drop(todo, "debias_unpaired")
+        self.say(f"topic pairing: dropped {n}")
+        return {"applied": True, "min_similarity": topic_min_similarity, "n_dropped": n,
+                "pair_similarity_median": float(np.median(sims)) if sims else None}
 
-    # 4. confident items, iteratively ------------------------------------------------------------------------
-    rounds: list[dict] = []
-    if latest_oof is None or not alive[latest_idx].all() or int(alive.sum()) != latest_idx.size:
-        latest_idx, latest, latest_oof = audit(alive, seed + 2)  # rows changed since the last audit
-    idx, oof = latest_idx, latest_oof
-    m_now = _measure(latest, min_bucket_n)
-    stop_why = "target reached" if m_now <= target_auc else ""
-    bar = tqdm(total=max_rounds, desc="debias rounds", file=sys.stderr, disable=not progress, leave=False)
-    r = 0
-    while drop_confident and m_now > target_auc and r < max_rounds:
-        spent = n_in - int(alive.sum())
-        if spent >= budget:
-            stop_why = f"drop budget spent ({spent} of {n_in} rows, max_drop_frac={max_drop_frac})"
-            break
-        hot = [c for c in oof if (latest["overall"]["classifiers"][c] or 0) > target_auc
-               or any((b["classifiers"][c] or 0) > target_auc for b in latest["buckets"].values())]
-        bkeys = buckets[idx]
+    def confident(self, idx: np.ndarray, oof: dict, hot: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per alive row: the largest rank-confidence on its correct side over the hot classifiers (within its
+        bucket), which classifier gave it, and that classifier's P(member)."""
+        bkeys = self.buckets[idx]
         conf = np.zeros(idx.size)
         why_c = np.array([""] * idx.size, dtype=object)
         score_at = np.zeros(idx.size)
@@ -219,94 +221,128 @@ def debias_rows(rows: list[dict], *, target_auc: float = 0.60, seed: int = 0,
             for b in set(bkeys):
                 sel = bkeys == b
                 rk = _rank01(oof[c][sel])
-                cc = np.where(y[idx][sel] == 1, rk, 1 - rk)
+                cc = np.where(self.y[idx][sel] == 1, rk, 1 - rk)
                 better = cc > conf[sel]
                 conf[sel] = np.where(better, cc, conf[sel])
                 why_c[sel] = np.where(better, c, why_c[sel])
                 score_at[sel] = np.where(better, oof[c][sel], score_at[sel])
-        if not hot:
-            stop_why = "no single classifier above the target"
-            break
-        hot_buckets = (set(bkeys) if latest["overall"]["auc"] > target_auc else
-                       {b for b, rec in latest["buckets"].items()
-                        if rec["auc"] > target_auc and rec["n"] >= min_bucket_n})
+        return conf, why_c, score_at
+
+    def confident_round(self, r: int, idx: np.ndarray, oof: dict, hot: list[str], step_frac: float,
+                        min_per_class: int, spent: int) -> list[tuple[int, str]]:
+        """One filtering round's drops: per bucket above the target, a step of the most confidently placed rows,
+        members and non-members in the bucket's ratio, keeping min_per_class of each, within the budget."""
+        conf, why_c, score_at = self.confident(idx, oof, hot)
+        bkeys = self.buckets[idx]
+        hot_buckets = (set(bkeys) if self.latest["overall"]["auc"] > self.target else
+                       {b for b, rec in self.latest["buckets"].items()
+                        if rec["auc"] > self.target and rec["n"] >= self.min_bucket_n})
         todo = []
         for b in sorted(hot_buckets):
             sel = np.flatnonzero(bkeys == b)
             n_drop = max(2, int(math.ceil(step_frac * sel.size)))
-            n_m = int(y[idx[sel]].sum())
+            n_m = int(self.y[idx[sel]].sum())
             k_m = int(round(n_drop * n_m / max(sel.size, 1)))
             for lab, k in ((1, k_m), (0, n_drop - k_m)):
-                cls = sel[y[idx[sel]] == lab]
+                cls = sel[self.y[idx[sel]] == lab]
                 k = min(k, max(cls.size - min_per_class, 0))
                 for j in cls[np.argsort(-conf[cls], kind="stable")[:k]]:
                     todo.append((int(idx[j]), f"round {r + 1}: {why_c[j]} P(member)={score_at[j]:.3f}, "
                                               f"label {lab}, rank-confidence {conf[j]:.3f}"))
-        todo = todo[: max(budget - spent, 0)]
-        n = drop(todo, "debias_confident")
-        rounds.append({"round": r + 1, "blind_auc": m_now, "classifiers": hot, "n_dropped": n,
-                       "n_alive": int(alive.sum())})
-        say(f"round {r + 1}: blind AUC {m_now:.3f}, dropped {n} ({int(alive.sum())} left)")
-        bar.update(1)
-        r += 1
-        if n == 0:
-            stop_why = f"nothing left to drop (min_per_class={min_per_class} per class and bucket)"
-            break
-        idx, latest, oof = audit(alive, seed + 2 + r)
-        m_now = _measure(latest, min_bucket_n)
-        if m_now <= target_auc:
-            stop_why = "target reached"
-    bar.close()
-    if not stop_why:
-        stop_why = "drop_confident disabled" if not drop_confident else f"max_rounds={max_rounds} reached"
-    report["levers"]["drop_confident"] = {"applied": bool(drop_confident), "step_frac": step_frac,
-                                          "rounds": rounds, "stopped": stop_why}
+        return todo[: max(self.budget - spent, 0)]
 
-    # Final: with CIs and features. After filtering rounds it is a fresh-fold audit, not the one the stopping
-    # rule looked at; without any, the latest audit already saw the final rows on folds no lever used.
-    if rounds:
-        _, after, _ = audit(alive, seed + 1000, n_bootstrap, features=True)
-    else:
-        after = summarise_scores(y[idx], oof, list(buckets[idx]), n_bootstrap=n_bootstrap, seed=seed)
-        after["top_features"] = top_features([texts[i] for i in idx], y[idx])
-        after["config"] = latest["config"]
-    m_after = _measure(after, min_bucket_n)
-    reached = bool(m_after <= target_auc)
-    kept, dropped = [], []
-    by_reason: Counter = Counter()
-    by_reason_label: dict[str, Counter] = defaultdict(Counter)
-    modified = []
-    for i, row in enumerate(rows):
-        if alive[i]:
-            if texts[i] != originals[i]:
-                row["input"] = texts[i]
-                modified.append(row.get("id", i))
-            kept.append(row)
+    def drop_confident(self, enabled: bool, step_frac: float, min_per_class: int, max_rounds: int) -> None:
+        """Adversarial filtering, a step at a time with fresh folds each round, until the target or a limit."""
+        from tqdm.auto import tqdm
+
+        alive, target = self.alive, self.target
+        if self.latest_oof is None or not alive[self.latest_idx].all() or int(alive.sum()) != self.latest_idx.size:
+            self.latest_idx, self.latest, self.latest_oof = self.audit(alive, self.seed + 2)  # rows changed since
+        idx, oof = self.latest_idx, self.latest_oof
+        m_now = _measure(self.latest, self.min_bucket_n)
+        stop_why = "target reached" if m_now <= target else ""
+        bar = tqdm(total=max_rounds, desc="debias rounds", file=sys.stderr, disable=not self.progress, leave=False)
+        r = 0
+        while enabled and m_now > target and r < max_rounds:
+            spent = self.n_in - int(alive.sum())
+            if spent >= self.budget:
+                stop_why = f"drop budget spent ({spent} of {self.n_in} rows, max_drop_frac={self.max_drop_frac})"
+                break
+            hot = [c for c in oof if (self.latest["overall"]["classifiers"][c] or 0) > target
+                   or any((b["classifiers"][c] or 0) > target for b in self.latest["buckets"].values())]
+            if not hot:
+                stop_why = "no single classifier above the target"
+                break
+            n = self.drop(self.confident_round(r, idx, oof, hot, step_frac, min_per_class, spent), "debias_confident")
+            self.rounds.append({"round": r + 1, "blind_auc": m_now, "classifiers": hot, "n_dropped": n,
+                                "n_alive": int(alive.sum())})
+            self.say(f"round {r + 1}: blind AUC {m_now:.3f}, dropped {n} ({int(alive.sum())} left)")
+            bar.update(1)
+            r += 1
+            if n == 0:
+                stop_why = f"nothing left to drop (min_per_class={min_per_class} per class and bucket)"
+                break
+            idx, self.latest, oof = self.audit(alive, self.seed + 2 + r)
+            m_now = _measure(self.latest, self.min_bucket_n)
+            if m_now <= target:
+                stop_why = "target reached"
+        bar.close()
+        if not stop_why:
+            stop_why = "drop_confident disabled" if not enabled else f"max_rounds={max_rounds} reached"
+        self.idx, self.oof = idx, oof
+        self.report["levers"]["drop_confident"] = {"applied": bool(enabled), "step_frac": step_frac,
+                                                   "rounds": self.rounds, "stopped": stop_why}
+        self.stop_why = stop_why
+
+    def finish(self) -> tuple[list[dict], list[dict], dict]:
+        """The final audit, the kept and dropped rows, and the report's outcome."""
+        # With CIs and features. After filtering rounds it is a fresh-fold audit, not the one the stopping rule
+        # looked at; without any, the latest audit already saw the final rows on folds no lever used.
+        y, idx, min_bucket_n, target = self.y, self.idx, self.min_bucket_n, self.target
+        if self.rounds:
+            _, after, _ = self.audit(self.alive, self.seed + 1000, self.n_bootstrap, features=True)
         else:
-            why, detail = reason[i]
-            dropped.append({**row, "reason": why, "detail": detail or "", "stage": "debias"})
-            by_reason[why] += 1
-            by_reason_label[why]["member" if y[i] else "non-member"] += 1
-    n_drop = len(dropped)
-    if reached:
-        msg = (f"Blind AUC (worst of overall and buckets with >= {min_bucket_n} rows) {m_before:.3f} -> "
-               f"{m_after:.3f} (target {target_auc:.2f}, fresh folds), "
-               f"dropping {n_drop} of {n_in} rows ({n_drop / max(n_in, 1):.0%}).")
-    else:
-        msg = (f"TARGET NOT REACHED: blind AUC (worst of overall and buckets with >= {min_bucket_n} rows) "
-               f"{m_before:.3f} -> {m_after:.3f} after dropping {n_drop} of {n_in} "
-               f"rows ({n_drop / max(n_in, 1):.0%}); stopped: {stop_why}. The target {target_auc:.2f} cannot be "
-               f"reached with the data at hand under these limits; the release stays blind-separable, so read "
-               f"detector AUCs against the blind AUC (or raise max_drop_frac / add data).")
-    say(msg)
-    report.update({
-        "after": after, "blind_auc_after": m_after, "reached": reached, "message": msg,
-        "n_kept": len(kept), "n_dropped": n_drop, "dropped_by_reason": dict(by_reason),
-        "dropped_by_reason_label": {k: dict(v) for k, v in by_reason_label.items()},
-        "n_modified": len(modified), "modified_ids": modified,
-        "before_compact": _compact(before), "after_compact": _compact(after),
-    })
-    return kept, dropped, report
+            after = summarise_scores(y[idx], self.oof, list(self.buckets[idx]), n_bootstrap=self.n_bootstrap,
+                                     seed=self.seed)
+            after["top_features"] = top_features([self.texts[i] for i in idx], y[idx])
+            after["config"] = self.latest["config"]
+        m_after = _measure(after, min_bucket_n)
+        reached = bool(m_after <= target)
+        kept, dropped = [], []
+        by_reason: Counter = Counter()
+        by_reason_label: dict[str, Counter] = defaultdict(Counter)
+        modified = []
+        for i, row in enumerate(self.rows):
+            if self.alive[i]:
+                if self.texts[i] != self.originals[i]:
+                    row["input"] = self.texts[i]
+                    modified.append(row.get("id", i))
+                kept.append(row)
+            else:
+                why, detail = self.reason[i]
+                dropped.append({**row, "reason": why, "detail": detail or "", "stage": "debias"})
+                by_reason[why] += 1
+                by_reason_label[why]["member" if y[i] else "non-member"] += 1
+        n_drop, n_in, m_before = len(dropped), self.n_in, self.m_before
+        if reached:
+            msg = (f"Blind AUC (worst of overall and buckets with >= {min_bucket_n} rows) {m_before:.3f} -> "
+                   f"{m_after:.3f} (target {target:.2f}, fresh folds), "
+                   f"dropping {n_drop} of {n_in} rows ({n_drop / max(n_in, 1):.0%}).")
+        else:
+            msg = (f"TARGET NOT REACHED: blind AUC (worst of overall and buckets with >= {min_bucket_n} rows) "
+                   f"{m_before:.3f} -> {m_after:.3f} after dropping {n_drop} of {n_in} "
+                   f"rows ({n_drop / max(n_in, 1):.0%}); stopped: {self.stop_why}. The target {target:.2f} cannot be "
+                   f"reached with the data at hand under these limits; the release stays blind-separable, so read "
+                   f"detector AUCs against the blind AUC (or raise max_drop_frac / add data).")
+        self.say(msg)
+        self.report.update({
+            "after": after, "blind_auc_after": m_after, "reached": reached, "message": msg,
+            "n_kept": len(kept), "n_dropped": n_drop, "dropped_by_reason": dict(by_reason),
+            "dropped_by_reason_label": {k: dict(v) for k, v in by_reason_label.items()},
+            "n_modified": len(modified), "modified_ids": modified,
+            "before_compact": _compact(self.before), "after_compact": _compact(after),
+        })
+        return kept, dropped, self.report
 
 
 # The build config's optional `debias:` section (jobs/commands/build_benchmark.py): `enabled` switches the mode on; every
