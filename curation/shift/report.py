@@ -1,5 +1,5 @@
-"""The shift audit's report: JSON-safe values, the Markdown table and page, the per-bucket plot, and the files
-`write_report` puts in a directory (shift_audit.json, .md, .png)."""
+"""The shift audit's report files: JSON-safe values and the files `write_report` puts in a directory
+(shift_audit.json, .md, .png); the Markdown and the plot are scoring/reports/shift_audit_report.py's."""
 from __future__ import annotations
 
 import json
@@ -27,90 +27,14 @@ def jsonable(x):
     return x
 
 
-def _f(x, nd: int = 3) -> str:
-    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{nd}f}"
-
-
-def _row(name: str, r: dict) -> str:
-    lo, hi = (r.get("auc_ci") or [None, None])[:2]
-    cls = r.get("classifiers", {})
-    return (f"| {name} | {r['n']} | {r.get('n_member', '–')} | **{_f(r['auc'])}** | [{_f(lo)}, {_f(hi)}] | "
-            f"{_f(r['tpr_at_1_fpr'])} | {_f(r['tpr_at_5_fpr'])} | {r.get('classifier', '–')} | "
-            + " | ".join(_f(cls.get(c)) for c in CLASSIFIERS if c in cls) + " |")
-
-
-def markdown_table(result: dict) -> str:
-    """Per-bucket and overall blind AUCs as a markdown table (also pasted into docs)."""
-    names = [c for c in CLASSIFIERS if c in result["overall"].get("classifiers", {})]
-    head = ("| bucket | n | members | blind AUC | 95% CI | TPR@1%FPR | TPR@5%FPR | best | "
-            + " | ".join(f"{c} AUC" for c in names) + " |")
-    lines = [head, "|" + "---|" * (8 + len(names))]
-    for k, r in result.get("buckets", {}).items():
-        lines.append(_row(k, r))
-    lines.append(_row("overall", result["overall"]))
-    return "\n".join(lines)
-
-
-def render_markdown(result: dict) -> str:
-    o = result["overall"]
-    verdict = (f"**Flagged**: a classifier that never sees the model separates members from non-members with "
-               f"AUC {_f(o['auc'])} (> {result.get('flag_auc', FLAG_AUC):.2f}). A detector's AUC on this "
-               f"benchmark measures distribution shift as much as membership; compare it with the blind AUC."
-               if result.get("flagged") else
-               f"No strong blind separability: best blind AUC {_f(o['auc'])} "
-               f"(≤ {result.get('flag_auc', FLAG_AUC):.2f}).")
-    cfg = result.get("config", {})
-    parts = ["# Blind-baseline shift audit", "", verdict, "", markdown_table(result), "",
-             f"Blind AUC = the best of {', '.join(cfg.get('classifiers', CLASSIFIERS))} (out-of-fold, "
-             f"{cfg.get('n_folds', '?')}-fold "
-             f"{cfg.get('cv', '')}, grouping: {cfg.get('grouping', '?')}); CI = percentile bootstrap "
-             f"({cfg.get('n_bootstrap', '?')} resamples). Cutoff year: {cfg.get('cutoff_year')}."]
-    if "documents" in result:
-        parts += ["", "## Document level (mean window score per document)", "",
-                  markdown_table(result["documents"])]
-    feats = result.get("top_features") or []
-    if feats:
-        parts += ["", "## Most separating features", "",
-                  "| feature | kind | points to | weight | member docs | non-member docs |",
-                  "|---|---|---|---|---|---|"]
-        for f in feats:
-            parts.append(f"| `{f['feature']}` | {f['kind']} | {f['direction']} | {f['weight']:.2f} | "
-                         f"{f['member_docs']} | {f['nonmember_docs']} |")
-    return "\n".join(parts) + "\n"
-
-
-def plot(result: dict, path: str | Path) -> None:
-    """Bar plot of the blind AUC per bucket (and overall) with CI whiskers."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    items = list(result.get("buckets", {}).items()) + [("overall", result["overall"])]
-    names = [k for k, _ in items]
-    aucs = np.array([np.nan if r["auc"] is None else r["auc"] for _, r in items], dtype=float)
-    ci = np.array([[np.nan if v is None else v for v in (r.get("auc_ci") or [np.nan, np.nan])] for _, r in items],
-                  dtype=float)
-    err = np.vstack([aucs - ci[:, 0], ci[:, 1] - aucs])
-    err = np.where(np.isfinite(err), np.clip(err, 0, None), 0)
-    fig, ax = plt.subplots(figsize=(1.2 * len(names) + 2, 3.2))
-    ax.bar(names, aucs, yerr=err, capsize=4, color="#4c72b0")
-    ax.axhline(0.5, color="grey", ls=":", lw=1, label="chance")
-    ax.axhline(result.get("flag_auc", FLAG_AUC), color="#c44e52", ls="--", lw=1, label="flag")
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("blind AUC")
-    ax.set_xlabel("bucket")
-    ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
 def write_report(result: dict, out_dir: str | Path) -> None:
-    """Write DIR/shift_audit.json, DIR/shift_audit.md and DIR/shift_audit.png."""
+    """Write DIR/shift_audit.json, DIR/shift_audit.md and DIR/shift_audit.png (their content:
+    scoring/reports/shift_audit_report.py)."""
+    from scoring.reports.shift_audit_report import plot_png, render_markdown
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     clean = jsonable(result)
     (out / "shift_audit.json").write_text(json.dumps(clean, indent=2, ensure_ascii=False) + "\n")
-    (out / "shift_audit.md").write_text(render_markdown(result))
-    plot(clean, out / "shift_audit.png")
+    (out / "shift_audit.md").write_text(render_markdown(result, CLASSIFIERS, FLAG_AUC))
+    (out / "shift_audit.png").write_bytes(plot_png(clean, FLAG_AUC))

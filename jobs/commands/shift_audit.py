@@ -51,7 +51,8 @@ def shift_audit(
     per bucket and overall with a bootstrap CI, TPR@1%/5% FPR and the most separating n-grams and years."""
     from curation.shift.audit import CLASSIFIERS, FLAG_AUC, audit_documents, audit_rows
     from curation.shift.release import cutoff_year_from_manifest
-    from curation.shift.report import jsonable, markdown_table, write_report
+    from curation.shift.report import jsonable, write_report
+    from scoring.reports.shift_audit_report import markdown_table
     from jobs.kit.report_out import write_html
     from scoring.reports.shift_audit_page import report_page
 
@@ -76,7 +77,7 @@ def shift_audit(
     result["wall_s"] = round(time.time() - t0, 1)
     write_report(result, out)
     write_html(out, report_page(result, out, classifiers=CLASSIFIERS, flag_auc=FLAG_AUC))
-    typer.echo(markdown_table(result))
+    typer.echo(markdown_table(result, CLASSIFIERS))
     typer.echo(f"wrote {out / 'shift_audit.json'}, {out / 'shift_audit.md'} ({result['wall_s']} s)", err=True)
 
     if debias:
