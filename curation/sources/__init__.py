@@ -43,12 +43,12 @@ SOURCE_MODULES = {
 @runtime_checkable
 class Source(Protocol):
     """The contract of a source module (the module docstring above): `iter_documents` is required; `snapshot`,
-    `shards`, `aggregations` (+ `aggregation_scan`/`aggregation_merge`) are optional, and OPTIONAL lists them."""
+    `shards` and `aggregations` are optional; a module with `aggregations` must also have AGGREGATION_STEPS."""
 
     def iter_documents(self, source_cfg: dict, aggregated: Any = None) -> Iterator[Document]: ...
 
 
-OPTIONAL = ("snapshot", "shards", "aggregations", "aggregation_scan", "aggregation_merge")
+AGGREGATION_STEPS = ("aggregation_scan", "aggregation_merge")
 
 
 def source_module(kind: str) -> ModuleType:
@@ -58,7 +58,7 @@ def source_module(kind: str) -> ModuleType:
     module = importlib.import_module(SOURCE_MODULES[kind])
     if not isinstance(module, Source):
         raise TypeError(f"{SOURCE_MODULES[kind]} is registered as source {kind!r} but has no iter_documents")
-    if hasattr(module, "aggregations") and not all(hasattr(module, f) for f in OPTIONAL[3:]):
+    if hasattr(module, "aggregations") and not all(hasattr(module, f) for f in AGGREGATION_STEPS):
         raise TypeError(f"{SOURCE_MODULES[kind]} declares aggregations without aggregation_scan/aggregation_merge")
     return module
 

@@ -104,7 +104,7 @@ def score_document_parts(cfg: DocMiaConfig, dest, contexts: list[int], with_gp: 
     def pool(items):
         return run_pipeline(doc_mia_spec(cfg), [{"part": p.to_json()} for p in items], stages, cfg.progress)
 
-    stats = {"parts": len(parts), "reused": 0, "scored": 0}
+    stats: dict = {}  # run_parts fills parts, reused and scored
     summaries = run_parts(parts, index=lambda p: p.index, digests=digests, store=store, pool=pool, stats=stats,
                           run_id=new_run_id(), not_isolated=NOT_ISOLATED, start=start_driver)
     return summaries, stats

@@ -34,11 +34,6 @@ def option_fields(config: type) -> list[dataclasses.Field]:
     return [f for f in fields if f.name in own] + [f for f in fields if f.name not in own]
 
 
-def default_of(config: type, name: str) -> Any:
-    """A field's declared default (for code that needs the value the command line would give)."""
-    return next(f.default for f in dataclasses.fields(config) if f.name == name)
-
-
 def parameters(config: type, skip: Sequence[str] = ()) -> list[inspect.Parameter]:
     """The option fields as keyword parameters whose defaults are typer.Options (what typer reads)."""
     hints = typing.get_type_hints(config)

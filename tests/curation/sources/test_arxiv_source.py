@@ -17,7 +17,6 @@ import gzip
 import hashlib
 import io
 import posixpath
-import socket
 import tarfile
 from datetime import datetime, timezone
 
@@ -120,14 +119,8 @@ def md5(b: bytes) -> str:
     return hashlib.md5(b).hexdigest()
 
 
-@pytest.fixture(autouse=True)
-def no_network(monkeypatch):
-    """moto answers inside botocore; any real connection attempt fails the test."""
-    def refuse(*args, **kwargs):
-        raise AssertionError(f"network access attempted: {args[1:]!r}")
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+# Every test here runs with the network refused (tests/curation/sources/conftest.py).
+pytestmark = pytest.mark.usefixtures("no_network")
 
 
 @pytest.fixture

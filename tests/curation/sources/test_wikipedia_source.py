@@ -19,7 +19,6 @@ A second as-of date (2016-05-01, for the cutoff-prefilter test) finds page 101 a
 from __future__ import annotations
 
 import json
-import socket
 from datetime import date, datetime, timezone
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
@@ -37,14 +36,8 @@ BASE = {"categories": ["Category:2016 events"], "depth": 1, "text_as_of": "2017-
         "skip_title_patterns": [r"^List of", r"^Timeline of"]}
 
 
-@pytest.fixture(autouse=True)
-def no_network(monkeypatch):
-    """Any real connection attempt fails the test: everything here must come from fixtures."""
-    def refuse(*args, **kwargs):
-        raise AssertionError(f"network access attempted: {args[1:]!r}")
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+# Every test here runs with the network refused (tests/curation/sources/conftest.py).
+pytestmark = pytest.mark.usefixtures("no_network")
 
 
 def fixture(name: str) -> dict:
