@@ -19,17 +19,20 @@ from typing import Any, Mapping, Optional
 import typer
 
 from jobs.kit.log import log
+from jobs.parts.parsed_shards import BUILD_DIR
 
 # ---------------------------------------------------------------- the build
 
 def build(cfg: Mapping[str, Any], out: Path | str, *, overrides: tuple[str, ...] = (), runner: str = "ray",
-          overwrite: bool = False, skip_existing: bool = False) -> dict:
+          overwrite: bool = False, skip_existing: bool = False, resume: bool = True, progress: bool = True) -> dict:
     """Build and write a release; returns its manifest. Raises ReconcileError before writing if counts are off.
 
     `out` is a local directory or an s3:// prefix. The release is written to a staging directory first and then
     published (curation/io/publish.py): data files, then manifest.json, then `_SUCCESS`, so a crashed build never
     leaves a release that looks complete. With `skip_existing`, a complete release already at `out` makes this a
-    no-op (a scheduled job that runs twice for one period), and a partial one is rebuilt."""
+    no-op (a scheduled job that runs twice for one period), and a partial one is rebuilt. The Ray runner keeps its
+    parsed shards under OUT/_build until the release is published, so that a cut-off build `resume`s from them
+    (jobs/parts/parsed_shards.py)."""
     from curation import sources
     from curation.release.layout import build_manifest, write_manifest
     from curation.io import publish as release_io
@@ -48,7 +51,7 @@ def build(cfg: Mapping[str, Any], out: Path | str, *, overrides: tuple[str, ...]
               "instance profile, and are redacted from the manifest")
     started = time.perf_counter()
     with release_io.staging(dest) as stage:
-        out = _run(cfg, stage, runner)
+        out = _run(cfg, stage, runner, dest, resume=resume, progress=progress)
         for step in out["counts"]["steps"]:
             dropped = ", ".join(f"{k}={v}" for k, v in step["dropped"].items()) or "-"
             log(f"{step['step']:<13} {step['unit']:<9} in {step['in']:>7}  kept {step['kept']:>7}  "
@@ -61,12 +64,13 @@ def build(cfg: Mapping[str, Any], out: Path | str, *, overrides: tuple[str, ...]
         manifest = redact(manifest, secret_values(cfg))
         write_manifest(stage, manifest)
         release_io.publish(stage, dest, job="build-benchmark", rows=out["counts"]["rows_out"])
+    dest.delete_tree(BUILD_DIR)  # the parsed shards (and a staged dump) served this build only
     log(f"wrote {out['counts']['rows_out']} rows to {dest.uri} in {time.perf_counter() - started:.1f}s "
           f"({out['counts']['by_label_bucket']})")
     return manifest
 
 
-def _run(cfg: Mapping[str, Any], stage: Path, runner: str) -> dict:
+def _run(cfg: Mapping[str, Any], stage: Path, runner: str, dest, *, resume: bool, progress: bool) -> dict:
     """Run the build into `stage` with the chosen runner; returns counts, files, audit and dates."""
     from curation.stages.pipeline import run_local
 
@@ -84,7 +88,7 @@ def _run(cfg: Mapping[str, Any], stage: Path, runner: str) -> dict:
 
         ensure_ray(log_to_driver=False, logging_level="INFO")
     try:
-        return run_ray(cfg, stage, log)
+        return run_ray(cfg, stage, dest, log, resume=resume, progress=progress)
     finally:
         if owns_ray:
             ray.shutdown()
@@ -108,6 +112,10 @@ def build_benchmark(
              "fills {nonmember_month}, {nonmember_yymm}, {run_date} in --out and --set values."),
     nonmember_lag: int = typer.Option(1, "--nonmember-lag", help="Months between the run date and the 'auto' "
                                       "non-member month (1 = the last complete month)."),
+    resume: bool = typer.Option(True, "--resume/--no-resume", help="Reuse the shards a cut-off build parsed "
+                                "(OUT/_build; their markers must match this config and input). --no-resume parses "
+                                "every shard again."),
+    progress: bool = typer.Option(True, "--progress/--quiet", help="progress bars (--quiet: none)"),
 ) -> None:
     """Build a versioned membership benchmark (members before a cutoff, non-members after) from a config."""
     from curation.config import ConfigError, load_config
@@ -127,7 +135,8 @@ def build_benchmark(
         cfg = load_config(config, set_)
     except ConfigError as exc:
         raise typer.BadParameter(str(exc)) from exc
-    build(cfg, out, overrides=tuple(set_), runner=runner, overwrite=overwrite, skip_existing=skip_existing)
+    build(cfg, out, overrides=tuple(set_), runner=runner, overwrite=overwrite, skip_existing=skip_existing,
+          resume=resume, progress=progress)
 
 
 def register(app: typer.Typer) -> None:

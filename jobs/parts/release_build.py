@@ -1,7 +1,8 @@
 """build-benchmark on Ray: workers parse, filter, deduplicate, sample and write; the driver plans and adds up.
 
-    shards (one per site/file/tar/byte range) --flat_map--> documents --map_batches--> row-level stages
-        --> annotated blocks, materialized in the object store (texts included; they never leave it)
+    parse:   a part per shard (site/file/tar/byte range) on the one part loop: documents through the row-level
+             stages, one annotated table per shard in the object store (texts included; they never leave it),
+             committed under OUT/_build so that a cut-off build resumes (jobs/parts/parsed_shards.py)
     dedup:   survivors' keys --groupby(hash of id)--> duplicate ids --groupby(hash of exact key)--> exact copies
              --explode LSH bands, groupby(hash of band)--> similar pairs --one task--> near duplicates
              (curation/stages/dedup.py; the drops, duplicates only, are one table in the object store)
@@ -16,58 +17,14 @@ digests. Ray tasks ask for half a CPU, so that a 2-core machine runs parse and f
 """
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
 TASK_CPUS = 0.5
 BLOCK_CHUNKS_PER_CPU = 2  # tasks per CPU in each pass over the annotated blocks
-
-
-# ---------------------------------------------------------------- parsing and the row-level stages
-
-def _parse_shard(item: Mapping[str, Any], aggregated: Mapping[str, list] | None = None) -> Iterator[dict]:
-    """One shard's documents, numbered by (shard, position): the input order the local runner sees. A shard that
-    needs an aggregation (`site_key`) gets its partition arrays, read zero-copy from the object store."""
-    import ray
-
-    from curation import sources
-    from curation.stages.pipeline import numbered_records
-
-    shard = json.loads(item["shard"])
-    refs = (aggregated or {}).get(shard.get("site_key"))
-    documents = sources.iter_documents(shard, ray.get(list(refs)) if refs else None)
-    yield from numbered_records(documents, first_row_no=int(item["shard_no"]) << 32)
-
-
-def run_aggregations(source_cfg: Mapping[str, Any], shards: list[dict], log: Callable[[str], None]) -> dict:
-    """Each aggregation the source declares (Stack Exchange's answers pass), on the workers: a scan task per item
-    returning one piece per partition (module.aggregation_scan), a merge task per partition
-    (module.aggregation_merge). Returns {key: [partition object refs]}; the driver never fetches them."""
-    import ray
-
-    from curation import sources
-
-    module = sources.source_module(source_cfg["kind"])
-    out = {}
-    for agg in sources.aggregations(source_cfg, shards):
-        p = agg["partitions"]
-        scan = ray.remote(num_cpus=TASK_CPUS, max_retries=2)(module.aggregation_scan).options(num_returns=p)
-        merge = ray.remote(num_cpus=TASK_CPUS, max_retries=2)(module.aggregation_merge)
-        pieces = [scan.remote(item, p) for item in agg["items"]]
-        pieces = [x if p > 1 else [x] for x in pieces]
-        out[agg["key"]] = [merge.remote(*[piece[k] for piece in pieces]) for k in range(p)]
-        log(f"answers pass: {len(agg['items'])} range(s) of {agg['key']}, {p} partition(s)")
-    return out
-
-
-def _annotate_batch(batch, cfg_json: str):
-    from curation.stages.pipeline import annotate_records
-
-    return annotate_records(batch.to_pylist(), json.loads(cfg_json))
 
 
 # ---------------------------------------------------------------- dedup as groupbys over hash partitions
@@ -254,29 +211,37 @@ def _chunks(refs: list, n: int) -> list[list]:
     return [refs[i:i + size] for i in range(0, len(refs), size)]
 
 
-def run_ray(cfg: Mapping[str, Any], stage: Path, log: Callable[[str], None]) -> dict:
+def run_ray(cfg: Mapping[str, Any], stage: Path, dest, log: Callable[[str], None], *, resume: bool = True,
+            progress: bool = True) -> dict:
+    """Build into `stage`; the parse pass keeps its parts under `dest` (OUT/_build) so that a cut-off build
+    resumes (jobs/parts/parsed_shards.py)."""
     import ray
 
     from curation import sources
+    from jobs.parts.parsed_shards import own_staging as staging_under_out
 
     source_cfg = sources.source_config(cfg)
     own_staging = None
     if not source_cfg.get("staging"):
         if len([n for n in ray.nodes() if n.get("Alive")]) == 1:  # every worker sees this machine's disk
-            # This run's own area, removed when the run ends: a staged dump can be as large as the XML inside it.
-            # Set source.staging to keep (and reuse) staged copies across runs.
-            own_staging = source_cfg["staging"] = tempfile.mkdtemp(prefix="tidemark-staging-")
+            # This build's own area: under OUT/_build for a local OUT (a resumed build reuses the staged dump; it
+            # goes with _build once the release is published), else a temporary directory removed when the run
+            # ends. A staged dump can be as large as the XML inside it. Set source.staging to keep staged copies.
+            source_cfg["staging"] = staging_under_out(dest)
+            if source_cfg["staging"] is None:
+                own_staging = source_cfg["staging"] = tempfile.mkdtemp(prefix="tidemark-staging-")
         else:
             log("several nodes and no source.staging: a .7z dump is parsed by one task; set source.staging to an "
                 "s3:// prefix (or a shared directory) to decompress it once and parse it in parallel")
     try:
-        return _run_ray(cfg, source_cfg, stage, log)
+        return _run_ray(cfg, source_cfg, stage, dest, log, resume=resume, progress=progress)
     finally:
         if own_staging:
             shutil.rmtree(own_staging, ignore_errors=True)
 
 
-def _run_ray(cfg: Mapping[str, Any], source_cfg: dict, stage: Path, log: Callable[[str], None]) -> dict:
+def _run_ray(cfg: Mapping[str, Any], source_cfg: dict, stage: Path, dest, log: Callable[[str], None], *,
+             resume: bool, progress: bool) -> dict:
     import time
 
     import ray
@@ -286,22 +251,16 @@ def _run_ray(cfg: Mapping[str, Any], source_cfg: dict, stage: Path, log: Callabl
 
     from curation import sources
     from curation.stages.counts import Tally
-    from curation.stages.pipeline import BATCH_SIZE
     from curation.release.output import SamplePlan, finish_release
+    from jobs.parts.parsed_shards import parse_parts
     from jobs.plane.task_map import gather
 
     # Planning runs as a task: staging a .7z decompresses the whole dump, which is a worker's job, not the driver's.
     shards = ray.get(ray.remote(num_cpus=TASK_CPUS, max_retries=1)(sources.shards).remote(source_cfg))
     log(f"{len(shards)} shard(s) to parse")
-    aggregated = run_aggregations(source_cfg, shards, log)
-    items = [{"shard": json.dumps(s, default=str), "shard_no": i} for i, s in enumerate(shards)]
-    documents = ray.data.from_items(items, override_num_blocks=max(1, len(items)))
-    documents = documents.flat_map(_parse_shard, fn_kwargs={"aggregated": aggregated}, num_cpus=TASK_CPUS)
-    annotated = documents.map_batches(
-        _annotate_batch, fn_kwargs={"cfg_json": json.dumps(cfg, default=str)}, batch_format="pyarrow",
-        batch_size=BATCH_SIZE, num_cpus=TASK_CPUS,
-    ).materialize()  # the annotated blocks stay in the object store (spilled to disk when large)
-    log(f"parsed and annotated {annotated.count()} documents")
+    blocks, parsed = parse_parts(cfg, source_cfg, shards, dest, resume=resume, log=log, progress=progress)
+    annotated = ray.data.from_arrow_refs(blocks)  # the annotated tables stay in the object store
+    log(f"parsed and annotated {parsed['documents']} documents")
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
     drops = dedup_on_workers(annotated, cfg, partitions=max(2, 2 * cpus), log=log)
     ray.wait([drops], fetch_local=False)
@@ -310,7 +269,7 @@ def _run_ray(cfg: Mapping[str, Any], source_cfg: dict, stage: Path, log: Callabl
     task = ray.remote(num_cpus=TASK_CPUS, max_retries=2)
 
     counts: Counter = Counter()
-    documents_in = annotated.count()
+    documents_in = parsed["documents"]
     for part in gather([task(_count_task).remote(cfg, drops, *c) for c in chunks], desc="sampling: counts"):
         counts.update(part)
     plan = SamplePlan.from_counts(counts, cfg, documents_in)

@@ -3,12 +3,10 @@ isolate what a failed pipeline left, with one stall bound and one abort hook. `s
 every job that scores a benchmark (evaluate, audit, unlearning-audit, dataset-inference); doc-mia's document parts
 (jobs/parts/documents.py) and paraphrase's parts (jobs/parts/paraphrased.py) plug in their own pool and say why
 their parts are not row-isolated (NOT_ISOLATED: a row or document that fails is quarantined by its own part).
+build-benchmark's parse pass runs here too, one part per shard (jobs/parts/parsed_shards.py); its later passes
+(dedup, sampling, release) decide across every shard at once (a row is kept or dropped by what other parts hold),
+so they run once over all parsed shards and the release is published atomically (curation/io/publish.py).
 The driver holds part summaries and counts, never rows or token stats.
-
-build-benchmark's passes do not run here: dedup and sampling decide across all blocks at once (a row is kept or
-dropped by what other parts hold), so no part can be committed on its own. Its blocks live in Ray's object store
-(lineage reconstruction survives a lost worker), and its unit of resume is the whole release: staged, then
-published atomically (curation/io/publish.py); `--skip-existing` reuses a complete one.
 """
 from __future__ import annotations
 
@@ -108,7 +106,7 @@ def run_parts(work: Sequence, *, index: Callable[[object], int], digests: dict[i
               isolate: Callable[[list, Callable[[dict], None]], None] | None = None,
               not_isolated: str = "", start: Callable[[], object] | None = None) -> dict[int, dict]:
     """The one part loop of every job that works in parts (evaluate, audit, unlearning-audit, dataset-inference,
-    doc-mia, paraphrase). Parts whose marker matches this fingerprint and input are reused (resume); the rest go
+    doc-mia, paraphrase, build-benchmark's parse pass). Parts whose marker matches this fingerprint and input are reused (resume); the rest go
     to `pool` (a pipeline that yields one summary, with `index`, per part as its files land); a lost node's parts
     go to a new pool on what is alive (jobs/plane/watch.replanning); no part finishing within the stall bound
     stops the job with what is saved; a served model that refuses every request stops it too. Any other failure

@@ -205,6 +205,32 @@ def test_a_dump_parsed_in_byte_ranges_gives_the_same_release(release: Path, coff
     assert_same_release(tmp_path / "ranges", release)
 
 
+def test_a_build_cut_off_mid_parse_resumes_from_the_shards_it_parsed(release: Path, coffee_dir: Path,
+                                                                     tmp_path: Path, monkeypatch):
+    """The parse pass runs on the one part loop: a build stopped after 3 of its 8 shards (the part loop's fault
+    hook) publishes nothing and keeps those 3 under OUT/_build; the same command then parses only the 5 left,
+    publishes the same release as an uninterrupted build, and removes OUT/_build."""
+    from jobs.plane.part_loop import ABORT_ENV, InjectedAbort
+
+    out = tmp_path / "cut"
+    sets = (f"source.path={coffee_dir}", "source.range_bytes=100000")
+    args = ["build-benchmark", "--config", str(STACKMIA), "--quiet"]
+    for item in (*sets, *WINDOW):
+        args += ["--set", item]
+    monkeypatch.setenv(ABORT_ENV, "3")
+    cut = CliRunner().invoke(cli_app(), args + ["--out", str(out)])
+    assert isinstance(cut.exception, InjectedAbort), cut.output
+    assert not (out / "data").exists() and not (out / "_SUCCESS").exists()
+    assert len(list((out / "_build" / "_parts").glob("part-*.done.json"))) == 3
+    # commit tasks already running may land files after the stop; without a marker they are not done (cleaned)
+    assert len(list((out / "_build" / "parsed").glob("part-*.parquet"))) >= 3
+    monkeypatch.delenv(ABORT_ENV)
+    output = build_with(out, *sets)
+    assert "parse: 3 of 8 shard(s) reused" in output and "5 parsed" in output
+    assert_same_release(out, release)
+    assert not (out / "_build").exists()
+
+
 # One range per site (one partition) is how the `release` fixture itself is built from the directory.
 @pytest.mark.heavy
 @pytest.mark.parametrize("range_bytes,ranges", [(200_000, 4)])
@@ -222,7 +248,7 @@ def test_a_7z_dump_is_staged_then_parsed_in_ranges_with_the_same_release(release
 
 
 @pytest.mark.heavy
-def test_without_source_staging_a_7z_is_staged_in_a_temporary_area_that_is_removed(release: Path, coffee_dir: Path,
+def test_without_source_staging_a_7z_is_staged_under_out_and_removed_once_published(release: Path, coffee_dir: Path,
                                                                                     tmp_path: Path):
     import tempfile
 
@@ -231,4 +257,5 @@ def test_without_source_staging_a_7z_is_staged_in_a_temporary_area_that_is_remov
     output = build_with(tmp_path / "out", f"source.path={archive}", "source.range_bytes=300000")
     assert "answers pass: 3 range(s)" in output
     assert set(Path(tempfile.gettempdir()).glob("tidemark-staging-*")) == before
+    assert not (tmp_path / "out" / "_build").exists()  # the staged dump lived in OUT/_build/staging
     assert_same_release(tmp_path / "out", release)
