@@ -41,6 +41,7 @@ bench-scale: $(BIN)/tidemark
 	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m bench.scale_bench --job audit --out bench/results
 	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m bench.scale_bench --job doc-mia --sizes 64,256,1024 --out bench/results
 	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m bench.scale_bench --job build --sizes 50000,500000 --out bench/results
+	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m bench.scale_bench --job overlap --sizes 50,500 --out bench/results
 	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m bench.scale_bench --job wikidump --sizes 20000,100000 --out bench/results
 	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m bench.scale_bench --job arxiv --sizes 2000,20000 --out bench/results
 	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m bench.scale_bench --job dataset-inference --sizes 2000,20000,80000 --out bench/results

@@ -139,7 +139,7 @@ def main(argv=None) -> int:
     ap.add_argument("--loop-rows", type=int, default=3000, help="rows for the bare batch-1 loop")
     ap.add_argument("--work", default=None)
     ap.add_argument("--job", choices=("evaluate", "audit", "doc-mia", "build", "wikidump", "arxiv", "dataset-inference",
-                                      "paraphrase"),
+                                      "paraphrase", "overlap"),
                     default="evaluate",
                     help="audit: `tidemark audit` on N target rows with a fixed 2k-row calibration set "
                          "(results in scale_audit.json/png); doc-mia: `tidemark doc-mia` on N documents of "
@@ -151,7 +151,9 @@ def main(argv=None) -> int:
                          "`tidemark build-benchmark` (arxiv config) on two months of generated source tars on a local "
                          "moto S3 server (scale_arxiv.json/png; --sizes counts papers); dataset-inference: `tidemark "
                          "dataset-inference` on N passages, half suspect, half validation (scale_dataset_inference.*); "
-                         "paraphrase: `tidemark paraphrase` (wordnet, rate 0.2) on N rows (scale_paraphrase.*)")
+                         "paraphrase: `tidemark paraphrase` (wordnet, rate 0.2) on N rows (scale_paraphrase.*); "
+                         "overlap: `tidemark overlap` of 1,000 passages against an N-MB jsonl corpus, beside a plain "
+                         "Python scan (scale_overlap.*; --sizes counts MB)")
     ap.add_argument("--doc-words", type=int, default=1000, help="doc-mia: words per document")
     ap.add_argument("--archive", action="store_true", help="build: the dump as a site .7z (LZMA2, preset 1) instead "
                                                            "of a plain Posts.xml (results in scale_build_7z.*)")
@@ -162,11 +164,12 @@ def main(argv=None) -> int:
         return main_doc_mia(args)
     if args.job == "build":
         return main_build(args)
-    if args.job in ("wikidump", "arxiv", "dataset-inference", "paraphrase"):
+    if args.job in ("wikidump", "arxiv", "dataset-inference", "paraphrase", "overlap"):
         from importlib import import_module
 
         module = {"wikidump": "bench.wikidump", "arxiv": "bench.arxiv_month",
-                  "dataset-inference": "bench.dataset_inference_scale", "paraphrase": "bench.paraphrase_scale"}[args.job]
+                  "dataset-inference": "bench.dataset_inference_scale", "paraphrase": "bench.paraphrase_scale",
+                  "overlap": "bench.overlap_scale"}[args.job]
         return import_module(module).main_bench(args)
     from bench.common import environment, write_json
     from bench.workspace import tiny_model_dir, write_benchmark

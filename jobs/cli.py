@@ -25,6 +25,7 @@ JOB_MODULES = (
     "jobs.commands.shift_audit",
     "jobs.commands.doc_mia",
     "jobs.commands.audit",
+    "jobs.commands.overlap",
     "jobs.commands.unlearning_audit",
     "jobs.commands.contamination_study",
     "jobs.commands.dataset_inference",

@@ -115,30 +115,28 @@ def _validate(cfg: AuditConfig):
 
 
 def stage_snippets(cfg: AuditConfig, dest, benchmark: bool, phases):
-    """The reference corpus's n-gram index (built once here, 8 bytes per distinct n-gram, shipped to the staging
-    tasks), then the snippets cut on the workers. Returns (index, staged task summaries, snippets per role)."""
-    from tqdm import tqdm
-
+    """With a reference corpus, the audited documents' n-grams found in it (the overlap engine on the workers:
+    jobs/parts/reference_overlap.py), then the snippets cut on the workers, each document's overlap measured as it
+    is read. Returns (the reference scan's counts or None, staged task summaries, snippets per role)."""
     from jobs.kit.runtime import start_driver
     from jobs.parts.audit_snippets import run_staging
-    from jobs.parts.reference_corpus import iter_texts
-    from scoring.audits.corpus import NgramIndex
+    from jobs.parts.reference_overlap import found_ngrams
 
-    index = None
-    if cfg.reference_corpus:
-        index = NgramIndex(tqdm(iter_texts(cfg.reference_corpus), desc="reference n-grams", disable=not cfg.progress),
-                           n=cfg.ngram)
     tasks = staging_tasks(cfg, benchmark)
     phases.lap("plan")
     start_driver()
     dest.delete_tree("_staging")
-    staged = run_staging(tasks, dest.uri, index, cfg.progress)
+    found, reference = None, None
+    if cfg.reference_corpus:
+        found, reference = found_ngrams(tasks, cfg.reference_corpus, cfg.ngram, dest, cfg.progress)
+        phases.lap("reference corpus (workers)")
+    staged = run_staging(tasks, dest.uri, found, cfg.progress)
     phases.lap("snippets (workers)")
     n_staged = {r: sum(s["snippets"] for s in staged if s["role"] == r) for r in ("target", "calibration")}
     if not n_staged["target"]:
         raise RuntimeError(f"no readable target document in {cfg.target} "
                            f"({sum(s['documents_quarantined'] for s in staged if s['role'] == 'target')} quarantined)")
-    return index, staged, n_staged
+    return reference, staged, n_staged
 
 
 def run_audit(cfg: AuditConfig) -> dict:
@@ -167,7 +165,7 @@ def run_audit(cfg: AuditConfig) -> dict:
     dest, out = open_output(cfg.out)  # a local directory or an s3:// prefix; `_SUCCESS` is written last
     files, _ = document_files(cfg.target)
     benchmark = all(f.suffix.lower() in ROW_SUFFIXES for f in files)
-    index, staged, n_staged = stage_snippets(cfg, dest, benchmark, phases)
+    reference, staged, n_staged = stage_snippets(cfg, dest, benchmark, phases)
 
     scoring = Location(dest.child("scoring"))
     ref_freq = token_freq_from_corpus(cfg.tokenizer_path, cfg.ref_corpus) if (
@@ -231,10 +229,13 @@ def run_audit(cfg: AuditConfig) -> dict:
     if cfg.reference_corpus:
         share = np.asarray(documents["ngram_share"].to_numpy(zero_copy_only=False), dtype=np.float64)
         matched = np.asarray(documents["ngram_n_matched"].to_numpy(zero_copy_only=False), dtype=np.float64)
-        corpus["ngram_overlap"] = {"n": cfg.ngram, "reference": cfg.reference_corpus, "reference_texts": index.n_texts,
+        corpus["ngram_overlap"] = {"n": cfg.ngram, "reference": cfg.reference_corpus,
+                                   "reference_texts": reference["documents"],
                                    "documents_with_any_match": int((matched > 0).sum()),
                                    "mean_share": float(np.mean(share[np.isfinite(share)]))
                                    if np.isfinite(share).any() else float("nan")}
+        if reference["quarantined"]:  # only then: a clean corpus's outputs keep their bytes
+            corpus["ngram_overlap"]["reference_quarantined"] = reference["reasons"]
 
     # ---- accounting: every document and snippet in is scored or quarantined, per role
     quarantine = results.snippet_quarantine(scoring, tgt, cal, method.column)

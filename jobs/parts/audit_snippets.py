@@ -2,7 +2,7 @@
 
 A task reads its documents (jobs/parts/doc_inputs.py, streamed one row or file at a time), quarantines the bad ones,
 cuts every document into seeded snippets (scoring/audits/corpus.py plan_snippets), optionally measures its n-gram overlap
-with a reference corpus, and writes under OUT/_staging/:
+with a reference corpus (the n-grams found there: jobs/parts/reference_overlap.py), and writes under OUT/_staging/:
 
     snippets/{role}-{task}-{chunk}.jsonl   the scorer's input: {id: sid, input, label, bucket: role}
     meta/{role}-{task}-{chunk}.parquet     per snippet: sid, doc_id, role, label, index, start_word, n_words
@@ -145,7 +145,8 @@ def _stage(shared: dict, task: dict) -> dict:
 
 
 def run_staging(tasks: Sequence[dict], dest: str, ngram_index=None, progress: bool = True) -> list[dict]:
-    """Every task as a Ray task (the reference n-gram index, if any, travels once through the object store)."""
+    """Every task as a Ray task (the audited n-grams found in a reference corpus, if any, travel once through the
+    object store)."""
     from jobs.plane.task_map import ray_task_map
 
     done = list(ray_task_map(_stage, [{"task": t} for t in tasks], {"dest": dest, "ngram_index": ngram_index},

@@ -18,11 +18,19 @@ def quarantine(rid: str, reason: str, detail: str) -> dict:
     return quarantine_record(rid, STAGE, reason, detail)
 
 
-def check_row(raw: dict[str, Any], rid: str) -> tuple[dict | None, dict | None]:
-    text = raw.get("input", raw.get("text"))
+def check_row(raw: dict[str, Any], rid: str, *, text_field: str | None = None,
+              require_label: bool = True) -> tuple[dict | None, dict | None]:
+    """A row as the scorers read it (`input`, else `text`, or `text_field`; a 0/1 `label`; `bucket`). Without
+    `require_label` (overlap: GSM8K-like rows have none) a missing label is None and the row's `split` is kept."""
+    text = raw.get(text_field) if text_field else raw.get("input", raw.get("text"))
     if not isinstance(text, str) or not text.strip():
-        return None, quarantine(rid, "empty_input", f"input={text!r}"[:100])
+        return None, quarantine(rid, "empty_input", f"{text_field or 'input'}={text!r}"[:100])
     label = raw.get("label")
+    if not require_label:
+        good = label in (0, 1) and not isinstance(label, bool)
+        bucket, split = raw.get("bucket"), raw.get("split")
+        return {"id": rid, "input": text, "label": int(label) if good else None,
+                "bucket": None if bucket is None else str(bucket), "split": None if split is None else str(split)}, None
     try:
         label_int = int(label)
         if label_int not in (0, 1) or float(label) != label_int:
@@ -57,16 +65,16 @@ def decode_line(line: bytes, fallback_id: str):
     return str(raw.get("id") or fallback_id), raw, None
 
 
-def _jsonl_rows(path: Path):
+def _jsonl_rows(path: Path, **check):
     for rid, raw, problem in jsonl_objects(path):
-        yield (None, quarantine(rid, *problem)) if problem else check_row(raw, rid)
+        yield (None, quarantine(rid, *problem)) if problem else check_row(raw, rid, **check)
 
 
-def _parquet_rows(path: Path):
+def _parquet_rows(path: Path, **check):
     import pyarrow.parquet as pq
 
     for n, raw in enumerate(pq.read_table(path).to_pylist(), start=1):
-        yield check_row(raw, str(raw.get("id") or f"{path.stem}:{n}"))
+        yield check_row(raw, str(raw.get("id") or f"{path.stem}:{n}"), **check)
 
 
 def benchmark_files(path: str | Path) -> list[Path]:
@@ -82,11 +90,13 @@ def benchmark_files(path: str | Path) -> list[Path]:
     return [p]
 
 
-def read_benchmark(path: str | Path) -> tuple[list[dict], list[dict]]:
+def read_benchmark(path: str | Path, *, text_field: str | None = None,
+                   require_label: bool = True) -> tuple[list[dict], list[dict]]:
     """Return (rows, quarantined). Duplicate ids are quarantined too: results are joined on id."""
     rows, quarantined, seen = [], [], set()
+    check = {"text_field": text_field, "require_label": require_label}
     for f in benchmark_files(path):
-        it = _parquet_rows(f) if f.suffix == ".parquet" else _jsonl_rows(f)
+        it = _parquet_rows(f, **check) if f.suffix == ".parquet" else _jsonl_rows(f, **check)
         for row, bad in it:
             if bad is not None:
                 quarantined.append(bad)

@@ -9,9 +9,8 @@ The audit's report (Markdown, page and plots) is scoring/reports/audit_report.py
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -46,58 +45,6 @@ def chunk_document(doc: Mapping, words: int, min_words: int = 1) -> list[dict]:
         if len(part) >= min_words or (j == 0 and part):
             out.append({"doc_id": doc["id"], "index": j, "start_word": s, "n_words": len(part), "text": " ".join(part)})
     return out
-
-
-# ---- exact n-gram overlap (evidence) -----------------------------------------------------------------------------
-_WORD = re.compile(r"\w+")
-
-
-def normalized_words(text: str) -> list[str]:
-    """Lowercased word characters only, so punctuation and whitespace differences do not hide a verbatim copy."""
-    return _WORD.findall(text.lower())
-
-
-class NgramIndex:
-    """The word n-grams (default 13, as in GPT-3's contamination check) of a reference corpus, as a sorted array of
-    8-byte stable hashes (blake2b): 8 bytes per distinct n-gram, and the same in every process, so the index can be
-    shipped to the workers that read the audited documents (Python's own `hash` is salted per process)."""
-
-    def __init__(self, texts: Iterable[str], n: int = 13):
-        self.n = n
-        grams: set[int] = set()
-        self.n_texts = 0
-        for t in texts:
-            grams.update(_gram_hashes(normalized_words(t), n))
-            self.n_texts += 1
-        self.hashes = np.fromiter(grams, dtype=np.uint64, count=len(grams))
-        self.hashes.sort()
-
-    def _contains(self, hashes: list[int]) -> np.ndarray:
-        h = np.asarray(hashes, dtype=np.uint64)
-        if not self.hashes.size or not h.size:
-            return np.zeros(h.size, dtype=bool)
-        pos = np.minimum(np.searchsorted(self.hashes, h), self.hashes.size - 1)
-        return self.hashes[pos] == h
-
-    def overlap(self, text: str, max_examples: int = 3) -> dict:
-        """Share of the text's n-grams found verbatim in the reference, with a few of them as examples."""
-        w = normalized_words(text)
-        total = max(0, len(w) - self.n + 1)
-        hits = np.flatnonzero(self._contains(_gram_hashes(w, self.n))).tolist()
-        examples, last = [], -self.n
-        for i in hits:  # non-overlapping examples read better
-            if i >= last + self.n and len(examples) < max_examples:
-                examples.append(" ".join(w[i:i + self.n]))
-                last = i
-        return {"n_ngrams": total, "n_matched": len(hits), "share": len(hits) / total if total else float("nan"),
-                "examples": examples}
-
-
-def _gram_hashes(words: list[str], n: int) -> list[int]:
-    from hashlib import blake2b
-
-    return [int.from_bytes(blake2b("\x1f".join(words[i:i + n]).encode(), digest_size=8).digest(), "little")
-            for i in range(len(words) - n + 1)]
 
 
 # ---- calibration -------------------------------------------------------------------------------------------------

@@ -70,7 +70,9 @@ def _estimates(report: Mapping) -> Table:
     if ov:
         rows.append([f"{docs} sharing a verbatim {ov['n']}-gram with the reference corpus",
                      f"{ov['documents_with_any_match']:,} of {corpus['n_documents']:,}", "",
-                     f"mean share of n-grams matched {pct(ov['mean_share'])}"])
+                     f"mean share of n-grams matched {pct(ov['mean_share'])}"
+                     + (f"; {sum(ov['reference_quarantined'].values()):,} reference records unreadable"
+                        if ov.get("reference_quarantined") else "")])
     return Table(["quantity", "estimate", "95% interval", "how"], rows)
 
 

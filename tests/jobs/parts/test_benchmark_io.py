@@ -49,3 +49,14 @@ def test_missing_path_is_a_clear_error(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="no \\*.parquet"):
         read_benchmark(tmp_path / "empty")
+
+
+def test_overlap_reads_rows_without_labels_from_a_named_field(tmp_path: Path):
+    """`tidemark overlap` reads GSM8K-like rows: no label, the text under `question`, `split` kept."""
+    path = tmp_path / "gsm.jsonl"
+    path.write_text('{"id": "a", "question": "How many apples?", "split": "test"}\n'
+                    '{"id": "b", "question": ""}\n{"id": "c", "question": "Two.", "label": 1, "bucket": 32}\n')
+    rows, bad = read_benchmark(path, text_field="question", require_label=False)
+    assert [(r["id"], r["input"], r["label"], r["bucket"], r["split"]) for r in rows] == [
+        ("a", "How many apples?", None, None, "test"), ("c", "Two.", 1, "32", None)]
+    assert [(q["id"], q["reason"]) for q in bad] == [("b", "empty_input")]

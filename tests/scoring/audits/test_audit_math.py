@@ -8,7 +8,7 @@ import numpy as np
 
 import pytest
 
-from scoring.audits.corpus import NgramIndex, calibrate, chunk_document, document_rates, plan_snippets
+from scoring.audits.corpus import calibrate, chunk_document, document_rates, plan_snippets
 from scoring.stats.proportions import (between_document_variance, binomial_ci, cluster_proportion, clopper_pearson_ci,
                                  finite_corpus_var_r, fpr_corrected, fpr_corrected_bootstrap_ci,
                                  fpr_corrected_delta_ci, wilson_ci)
@@ -113,17 +113,6 @@ def test_chunks_are_consecutive_and_drop_a_short_tail():
     chunks = chunk_document(DOC, 300, min_words=150)
     assert [c["start_word"] for c in chunks] == [0, 300, 600]  # the 100-word tail is dropped
     assert len(chunk_document(DOC, 300, min_words=50)) == 4
-
-
-def test_ngram_overlap_is_exact_and_ignores_case_and_punctuation():
-    ref = "The quick brown fox jumps over the lazy dog, and then it runs far away from the farm."
-    index = NgramIndex([ref], n=5)
-    ov = index.overlap("THE QUICK brown fox -- jumps over; something else entirely here now.")
-    # 5-grams of the query: 11 words → 7; 'the quick brown fox jumps' and 'quick brown fox jumps over' match
-    assert (ov["n_ngrams"], ov["n_matched"]) == (7, 2)
-    assert ov["share"] == pytest.approx(2 / 7)
-    assert ov["examples"] == ["the quick brown fox jumps"]
-    assert math.isnan(index.overlap("too short")["share"])
 
 
 def test_document_rates_and_evidence_by_hand():

@@ -1,0 +1,154 @@
+"""`tidemark overlap`: which benchmark rows occur verbatim (or nearly) in a corpus, and where. Model-free.
+
+    tidemark overlap --benchmark gsm8k_test.jsonl --corpus 's3://bucket/dolma/*.json.gz' --out OUT
+
+    driver: read the benchmark (as evaluate does; labels optional), hash its word n-grams (scoring/overlap);
+            one part per corpus file
+    workers: stream each corpus file against the benchmark's n-grams (jobs/parts/corpus_overlap.py), through the
+            one part loop (resume by corpus part: OUT/_parts/; node-loss replanning; stall bound)
+    driver: merge the parts' matches (benchmark-sized), answer per row, write rows.parquet, report.json, report.md,
+            report.html, shares.png, and `_SUCCESS` last.
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+import pyarrow as pa
+import typer
+
+from jobs.kit.options import command, option, progress_option
+from jobs.kit.report_out import run_and_print_report
+
+STAGE = "overlap"
+ROWS_SCHEMA_EXTRA = ("label", "bucket", "split")  # carried from the benchmark, for per-group shares and joins
+ROWS_SCHEMA = pa.schema([("id", pa.string()), ("n_words", pa.int64()), ("n_ngrams", pa.int64()),
+                         ("n_matched", pa.int64()), ("share", pa.float64()), ("longest_match_words", pa.int64()),
+                         ("contaminated", pa.bool_()), ("corpus_occurrences", pa.int64()),
+                         ("sources", pa.list_(pa.string())), ("snippet", pa.string()), ("label", pa.int8()),
+                         ("bucket", pa.string()), ("split", pa.string())])
+
+
+@dataclass
+class OverlapConfig:
+    benchmark: str = option(help="the benchmark: jsonl or Parquet (`input` or `text`, optional `id`, `label`, "
+                            "`bucket`, `split`), a release directory, or s3://")
+    corpus: str = option(help="the corpus: a file, directory, glob ('dolma/*.json.gz') or s3:// prefix of jsonl, "
+                         "jsonl.gz, jsonl.zst, Parquet or txt files")
+    out: str = option(help="output directory or s3:// prefix: rows.parquet, report.json, report.md, report.html, "
+                      "shares.png, matches.parquet/, quarantine.parquet/, then _SUCCESS")
+    n: int = option(13, "n-gram length in words (13: GPT-3 and lm-evaluation-harness)", min=1)
+    text_field: str = option("text", "the corpus records' text field (jsonl key or Parquet column)")
+    id_field: str = option("id", "the corpus records' id field; without one, ids are <file>:<line>")
+    benchmark_field: Optional[str] = option(None, "the benchmark rows' text field (default: `input`, else `text`; "
+                                            "e.g. `question` for GSM8K)")
+    threshold: float = option(0.0, "a row is contaminated when its share of n-grams found exceeds this (0: any "
+                              "n-gram)", min=0.0, max=1.0)
+    max_sources: int = option(10, "corpus document ids kept per row (and per n-gram per part)", min=1)
+    resume: bool = option(True, "reuse corpus parts an earlier run with the same settings finished",
+                          flags=("--resume/--no-resume",))
+    requester_pays: bool = option(False, "read s3:// inputs from requester-pays buckets")
+    progress: bool = progress_option()
+
+
+def read_rows(cfg: OverlapConfig) -> tuple[list[dict], list[dict]]:
+    """The benchmark's rows and its quarantine (a local copy first for s3://)."""
+    from curation.io.outputs import local_copy
+    from jobs.parts.benchmark_reader import read_benchmark
+
+    if cfg.benchmark.startswith("s3://"):
+        with local_copy(cfg.benchmark, requester_pays=cfg.requester_pays) as path:
+            return read_benchmark(path, text_field=cfg.benchmark_field, require_label=False)
+    return read_benchmark(cfg.benchmark, text_field=cfg.benchmark_field, require_label=False)
+
+
+def run_overlap(cfg: OverlapConfig) -> dict:
+    from curation.io.ledger import Ledger, quarantine_table
+    from curation.io.outputs import Location, new_run_id
+    from jobs.kit.identity import json_digest, open_output, publish, tool_version
+    from jobs.kit.report_out import command_line, write_page
+    from jobs.kit.runtime import start_driver
+    from jobs.parts.corpus_overlap import (NOT_ISOLATED, PART_DIRS, merged_matches, part_digest, plan_corpus_parts,
+                                           run_pool)
+    from jobs.plane.part_loop import run_parts
+    from jobs.plane.part_store import PartStore
+    from scoring.overlap.matching import BenchmarkGrams, row_results
+    from scoring.overlap.summary import summarise
+    from scoring.reports.overlap_report import plot_shares, report_markdown, report_page
+
+    t0 = time.perf_counter()
+    rows, bad_rows = read_rows(cfg)
+    if not rows:
+        raise RuntimeError(f"{cfg.benchmark}: no readable benchmark row ({len(bad_rows)} quarantined)")
+    opts = {"requester_pays": cfg.requester_pays}
+    parts = plan_corpus_parts(cfg.corpus, opts)  # a missing corpus fails here, before OUT is touched
+    bench = BenchmarkGrams.of(rows, cfg.n)
+    dest, out = open_output(cfg.out)
+    settings = {"n": cfg.n, "text_field": cfg.text_field, "id_field": cfg.id_field or None,
+                "max_sources": cfg.max_sources, "opts": opts}
+    fingerprint = json_digest({"job": STAGE, **{k: v for k, v in settings.items() if k != "opts"},
+                               "benchmark_ngrams": hashlib.sha256(bench.distinct.tobytes()).hexdigest(), "tool": tool_version()})
+    store = PartStore(dest, fingerprint, PART_DIRS)
+    shared: dict = {}
+
+    def start() -> None:  # only when a part is left to scan: a finished run resumes without a cluster
+        import ray
+
+        start_driver()
+        shared["distinct"] = ray.put(bench.distinct)
+
+    def pool(pending):
+        return run_pool(pending, shared["distinct"], settings, dest.uri, cfg.progress)
+
+    stats: dict = {}
+    summaries = run_parts(parts, index=lambda p: p.index, digests={p.index: part_digest(p, opts) for p in parts},
+                          store=store, pool=pool, stats=stats, run_id=new_run_id(), resume=cfg.resume,
+                          not_isolated=NOT_ISOLATED, start=start)
+    corpus = Ledger()
+    for i in sorted(summaries):
+        s = summaries[i]
+        part = Ledger(s["records"], s["documents"], s["reasons"])
+        part.check(f"corpus part {i}")
+        corpus.add(part)
+    results = row_results(bench, merged_matches(dest, summaries, cfg.max_sources), cfg.threshold, cfg.max_sources)
+    table = pa.Table.from_pylist([{**res, **{k: row.get(k) for k in ROWS_SCHEMA_EXTRA}}
+                                  for res, row in zip(results, rows)], schema=ROWS_SCHEMA)
+    benchmark = Ledger(len(rows) + len(bad_rows), len(results), {})
+    for q in bad_rows:
+        benchmark.reasons[q["reason"]] = benchmark.reasons.get(q["reason"], 0) + 1
+    benchmark.check("benchmark")
+    dest.write_parquet("rows.parquet", table)
+    dest.write_parquet("benchmark_quarantine.parquet", quarantine_table(bad_rows))
+    report = {
+        "job": STAGE, "tool": tool_version(), "command": command_line(),
+        "inputs": {"benchmark": cfg.benchmark, "corpus": cfg.corpus},
+        "settings": {k: v for k, v in asdict(cfg).items() if k not in ("benchmark", "corpus", "out", "progress")},
+        "counts": {"rows_in": benchmark.rows_in, "rows_scored": benchmark.rows_out,
+                   "rows_quarantined": benchmark.quarantined, "rows_reasons": dict(sorted(benchmark.reasons.items())),
+                   "corpus_files": len(parts), "corpus_bytes": sum(p.bytes for p in parts),
+                   "corpus_records": corpus.rows_in, "corpus_documents": corpus.rows_out,
+                   "corpus_quarantined": corpus.quarantined, "corpus_reasons": dict(sorted(corpus.reasons.items())),
+                   "corpus_ngrams": sum(s["ngrams"] for s in summaries.values())},
+        "parts": {k: stats.get(k, 0) for k in ("parts", "reused", "scored", "replans", "nodes_lost")},
+        "contamination": summarise(results, rows),
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
+    local = Location(str(out))
+    local.write_json("report.json", report)
+    local.write_text("report.md", report_markdown(report))
+    (out / "shares.png").write_bytes(plot_shares(report))
+    write_page(out, report_page(report, out))
+    publish(dest, out, {"job": STAGE, "fingerprint": fingerprint, "rows": benchmark.rows_out,
+                        "seconds": report["seconds"]})
+    return {"report": str(out / "report.md"), "rows": dest.child("rows.parquet"), "seconds": report["seconds"],
+            "counts": report["counts"], "contamination": report["contamination"]["overall"]}
+
+
+def register(app: typer.Typer) -> None:
+    app.command("overlap")(command(
+        OverlapConfig, lambda cfg: run_and_print_report(run_overlap, cfg), doc=
+        "Find which benchmark rows occur verbatim in a corpus (word n-gram overlap, as GPT-3 and "
+        "lm-evaluation-harness decontaminate): per row, the share of its n-grams found, the longest match and the "
+        "corpus documents; the contaminated share with a 95% CI."))

@@ -1,0 +1,103 @@
+"""The n-gram engine against hand-worked examples and a plain-Python reference."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from scoring.overlap import ngrams
+from scoring.overlap.ngrams import (BYTE_BASE, MULTIPLIER, NgramSet, batch_ngrams, batch_words, contains, longest_run,
+                                    text_ngrams, window_hashes, word_hashes, words)
+
+MOD = 1 << 64
+
+
+def reference_word(w: str) -> int:
+    """A word's hash in Python integers: the polynomial over its code points, then splitmix64's finaliser."""
+    h = 0
+    for ch in w:
+        h = (h * BYTE_BASE + ord(ch)) % MOD
+    h ^= h >> 30
+    h = (h * 0xBF58476D1CE4E5B9) % MOD
+    h ^= h >> 27
+    h = (h * 0x94D049BB133111EB) % MOD
+    return h ^ (h >> 31)
+
+
+def reference_hash(ws: list[str]) -> int:
+    """The polynomial n-gram hash in Python integers: Σ h(w_i)·P^(n-1-i) mod 2^64."""
+    out = 0
+    for w in ws:
+        out = (out * int(MULTIPLIER) + reference_word(w)) % MOD
+    return out
+
+
+def test_word_hashes_equal_the_reference_in_python_integers():
+    ws = ["the", "a", "naïve", "ünïcode", "x" * 300, "_", "2024"]
+    assert word_hashes(ws).tolist() == [reference_word(w) for w in ws]
+
+
+@pytest.mark.parametrize("alphabet", ["ascii", "unicode"])
+def test_the_byte_table_path_and_the_python_path_give_the_same_words(alphabet):
+    """The code-point tables split a batch into exactly the words re's \\w finds (ASCII and any other script)."""
+    rng = random.Random(5)
+    chars = "aZ_9 .,-\n\t'" + ("éÉßİΣς中—’\u0301٣" if alphabet == "unicode" else "")
+    texts = ["".join(rng.choice(chars) for _ in range(rng.randint(0, 80))) for _ in range(200)]
+    hashes, counts = batch_words(texts)
+    expected = [word_hashes(words(t)) for t in texts]
+    assert counts.tolist() == [len(e) for e in expected]
+    assert hashes.tolist() == np.concatenate(expected).tolist()
+
+
+def test_long_texts_are_hashed_in_pieces_with_the_same_result(monkeypatch):
+    text = " ".join(f"w{i % 97}" for i in range(5000))
+    whole = batch_words([text])[0]
+    monkeypatch.setattr(ngrams, "CHUNK", 1000)
+    assert batch_words([text])[0].tolist() == whole.tolist()
+
+
+def test_ngram_set_agrees_with_a_python_set():
+    rng = np.random.default_rng(1)
+    members = rng.integers(0, 2**63, 5000, dtype=np.int64).astype(np.uint64)
+    queries = np.concatenate([members[:2000], rng.integers(0, 2**63, 20000, dtype=np.int64).astype(np.uint64)])
+    got = NgramSet(members).contains(queries)
+    assert got.tolist() == [q in set(members.tolist()) for q in queries.tolist()]
+
+
+def test_words_are_lowercased_word_runs_so_punctuation_and_case_do_not_hide_a_copy():
+    assert words("The QUICK, brown-fox's  jump!\n(1999)") == ["the", "quick", "brown", "fox", "s", "jump", "1999"]
+    assert words("Ünïcode café naïve") == ["ünïcode", "café", "naïve"]
+    assert words("...") == []
+
+
+def test_window_hashes_equal_the_polynomial_computed_by_hand():
+    ws = words("one two three four five")
+    got = window_hashes(word_hashes(ws), 3)
+    assert got.dtype == np.uint64 and got.tolist() == [reference_hash(ws[i:i + 3]) for i in range(3)]
+    assert window_hashes(word_hashes(ws), 5).tolist() == [reference_hash(ws)]
+    assert window_hashes(word_hashes(ws), 6).size == 0  # shorter than n: no n-gram
+
+
+def test_order_matters_and_equal_ngrams_hash_equal():
+    _, a = text_ngrams("a b c", 3)
+    _, b = text_ngrams("c b a", 3)
+    _, c = text_ngrams("A, B; C.", 3)
+    assert a[0] != b[0] and a[0] == c[0]
+
+
+def test_a_batch_gives_each_texts_ngrams_and_none_across_a_boundary():
+    texts = ["x y", "z w v", "", "p q r s"]
+    grams, owner = batch_ngrams(texts, 3)
+    expected = [(i, g) for i, t in enumerate(texts) for g in text_ngrams(t, 3)[1].tolist()]
+    assert list(zip(owner.tolist(), grams.tolist())) == expected
+    assert len(expected) == 3  # "z w v" once, "p q r s" twice; "x y z" (across texts 0 and 1) never
+
+
+def test_contains_and_longest_run():
+    table = np.array([3, 8, 20], dtype=np.uint64)
+    assert contains(table, np.array([8, 9, 20, 0], dtype=np.uint64)).tolist() == [True, False, True, False]
+    assert contains(np.zeros(0, np.uint64), np.array([1], np.uint64)).tolist() == [False]
+    assert longest_run(np.array([1, 1, 0, 1, 1, 1, 0], bool)) == (3, 3)
+    assert longest_run(np.array([0, 0], bool)) == (0, 0)
+    assert longest_run(np.array([1, 1, 0, 1, 1], bool)) == (0, 2)  # the first of equal runs
