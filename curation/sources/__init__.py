@@ -15,7 +15,8 @@ and may provide
 
 `source_cfg` is the config's `source` section. The job adds two read-only keys to it (unless the section sets them):
 `cutoffs` (the config's `cutoffs` section) and `member_cutoff` (= cutoffs.member_before), so that an API source can
-narrow its queries or fetch text as of the member cutoff when the window moves with `--set cutoffs.*`.
+narrow its queries or fetch text as of the member cutoff when the window moves with `--set cutoffs.*`; a `corpus`
+source also gets `buckets` and `bucket_mode` (it checks the passage the release would take).
 The Ray job also sets `staging` (unless the section does) to a temporary directory of the run on a single-node
 cluster: where a source may decompress an archive once so that it can be split (Stack Exchange's .7z).
 
@@ -37,6 +38,7 @@ SOURCE_MODULES = {
     "arxiv": "curation.sources.arxiv",
     "wikipedia": "curation.sources.wikipedia.api",
     "wikipedia_dump": "curation.sources.wikipedia.dump",
+    "corpus": "curation.sources.corpus",
 }
 
 
@@ -69,6 +71,9 @@ def source_config(cfg: Mapping[str, Any]) -> dict:
     cutoffs = dict(cfg.get("cutoffs") or {})
     source.setdefault("cutoffs", cutoffs)
     source.setdefault("member_cutoff", cutoffs.get("member_before"))
+    if source.get("kind") == "corpus":  # it measures overlap on the passage the release would take
+        source.setdefault("buckets", list(cfg.get("buckets") or []))
+        source.setdefault("bucket_mode", cfg.get("bucket_mode") or "every")
     return source
 
 

@@ -7,7 +7,8 @@ a release can record why a row was dropped from the same numbers that dropped it
 
 Row-level stages, in build order (`document_stages(cfg)`):
     source        quarantine documents a source yielded itself (meta.quarantine), kept with their own stage name
-    cutoff        label from the time cutoffs: member / non-member / dropped
+    cutoff        label from the time cutoffs: member / non-member / dropped (corpus sources: the side, then
+                  `cutoff.overlap` drops non-members that share too many n-grams with the training corpus)
     title         title patterns ("^List of", "^Timeline of")
     words         min/max words
     code_formula  posts with code or formulas
@@ -149,6 +150,25 @@ class TimeCutoff(Stage):
         return False, "after_window", f"created_at={created.isoformat()}"
 
 
+class TrainingOverlap(Stage):
+    """A `kind: corpus` source's non-members (held-out text) whose released passage shares more than `max_overlap`
+    of its n-grams with the whole training corpus (`meta.train_overlap`, measured by the source) are not
+    non-members that can be trusted: dropped as `overlaps_training_corpus` (MIMIR's ngram_13_0.2). Counted under
+    the cutoff step: it is part of deciding the label."""
+
+    name = "cutoff.overlap"
+    requires = ("label", "meta")
+
+    def __init__(self, max_overlap: float):
+        self.max_overlap = float(max_overlap)
+
+    def decide(self, row: Row) -> Verdict:
+        share = (row.get("meta") or {}).get("train_overlap")
+        if row.get("label") == NONMEMBER and share is not None and share > self.max_overlap:
+            return False, "overlaps_training_corpus", f"share={share:.4f} > {self.max_overlap:g}"
+        return True
+
+
 class TitlePattern(Stage):
     name = "title"
     requires = ("title",)
@@ -256,6 +276,8 @@ def document_stages(cfg: Mapping[str, Any]) -> list[Stage]:
         SourceQuarantine(),
         TimeCutoff(cut["member_before"], cut["nonmember_after"], cut.get("nonmember_before")),
     ]
+    if cfg["source"].get("kind") == "corpus":
+        stages.append(TrainingOverlap(float(cfg["source"].get("max_overlap", 0.2))))
     if flt["title_patterns"]:
         stages.append(TitlePattern(flt["title_patterns"]))
     stages.append(WordRange(flt["min_words"], flt["max_words"]))

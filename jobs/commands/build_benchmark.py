@@ -61,6 +61,8 @@ def build(cfg: Mapping[str, Any], out: Path | str, *, overrides: tuple[str, ...]
                                   files=out["files"], shift_audit=out["shift_audit"], runner=runner)
         if out["debias"] is not None:
             manifest["debias"] = out["debias"]
+        if cfg["source"].get("kind") == "corpus":
+            manifest["corpus_overlap"] = _corpus_overlap(cfg, stage, out.get("training_overlap"))
         manifest = redact(manifest, secret_values(cfg))
         write_manifest(stage, manifest)
         release_io.publish(stage, dest, job="build-benchmark", rows=out["counts"]["rows_out"])
@@ -68,6 +70,22 @@ def build(cfg: Mapping[str, Any], out: Path | str, *, overrides: tuple[str, ...]
     log(f"wrote {out['counts']['rows_out']} rows to {dest.uri} in {time.perf_counter() - started:.1f}s "
           f"({out['counts']['by_label_bucket']})")
     return manifest
+
+
+def _corpus_overlap(cfg: Mapping[str, Any], stage: Path, computed: dict | None) -> dict:
+    """The corpus recipe's manifest record: the rule, the training scan's counts, how many held-out documents the
+    rule excluded, and the n-gram share of the non-members released (measured on the rows as written)."""
+    from curation import sources
+    from curation.sources.corpus import found_ngrams
+    from jobs.parts.training_overlap import kept_nonmember_overlap
+
+    source_cfg = sources.source_config(cfg)
+    # The local runner computed the set inside the source; computing it again here is cheap at its scale.
+    found, stats = (computed["found"], computed["stats"]) if computed else found_ngrams(source_cfg)
+    max_overlap = float(source_cfg.get("max_overlap", 0.2))
+    return {"ngram": found.n, "max_overlap": max_overlap, "rule": "a non-member's released passage shares at most "
+            "max_overlap of its n-grams with the whole training corpus (MIMIR's ngram_13_0.2)", "scan": stats,
+            "kept_nonmembers": kept_nonmember_overlap(stage, found, max_overlap)}
 
 
 def _run(cfg: Mapping[str, Any], stage: Path, runner: str, dest, *, resume: bool, progress: bool) -> dict:

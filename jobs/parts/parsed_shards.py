@@ -36,12 +36,16 @@ def work_location(dest):
     return Location(dest.child(BUILD_DIR), requester_pays=dest.requester_pays, endpoint_url=dest.endpoint_url)
 
 
-def parse_fingerprint(cfg: Mapping[str, Any]) -> str:
+def parse_fingerprint(cfg: Mapping[str, Any], inputs: str | None = None) -> str:
     """Everything that changes a shard's annotated rows: the whole config (a key that only sampling reads costs a
-    reparse, never a wrong reuse) and the tool's version."""
+    reparse, never a wrong reuse), the tool's version and, when the job computed one before parsing, the digest of
+    a global input the shards read (the corpus recipe's training-overlap set)."""
     from jobs.kit.identity import json_digest, tool_version
 
-    return json_digest({"config": cfg, "tool": tool_version()})
+    facts = {"config": cfg, "tool": tool_version()}
+    if inputs:
+        facts["inputs"] = inputs
+    return json_digest(facts)
 
 
 def shard_digest(shard: Mapping[str, Any]) -> str:
@@ -142,10 +146,12 @@ def _where_out_is(work) -> dict:
 # ---------------------------------------------------------------- the pass
 
 def parse_parts(cfg: Mapping[str, Any], source_cfg: Mapping[str, Any], shards: list[dict], dest, *,
-                resume: bool, log: Callable[[str], None], progress: bool = True) -> tuple[list, dict]:
+                resume: bool, log: Callable[[str], None], progress: bool = True,
+                computed: Mapping[str, list] | None = None, inputs: str | None = None) -> tuple[list, dict]:
     """Parse every shard through the part loop; returns the annotated tables (object refs, in shard order) and the
     loop's stats (parts, reused, scored, replans, nodes_lost). Shards parsed by an earlier run of the same build
-    are read back, not parsed again."""
+    are read back, not parsed again. `computed` adds aggregations the job computed itself ({site_key: [refs]}),
+    `inputs` their digest."""
     import ray
 
     from curation.io.ledger import ReconcileError
@@ -159,7 +165,7 @@ def parse_parts(cfg: Mapping[str, Any], source_cfg: Mapping[str, Any], shards: l
     work = work_location(dest)
     items = [{"shard": json.dumps(s, default=str), "shard_no": i} for i, s in enumerate(shards)]
     digests = {i: shard_digest(s) for i, s in enumerate(shards)}
-    store = PartStore(work, parse_fingerprint(cfg), dirs=(PARSED,))
+    store = PartStore(work, parse_fingerprint(cfg, inputs), dirs=(PARSED,))
     cfg_json = json.dumps(cfg, default=str)
     tables: dict[int, Any] = {}
     aggregated: dict[str, dict] = {}
@@ -167,7 +173,7 @@ def parse_parts(cfg: Mapping[str, Any], source_cfg: Mapping[str, Any], shards: l
 
     def pool(pending: list) -> Iterator[dict]:
         if "refs" not in aggregated:  # only a build with shards left to parse needs the answers pass
-            aggregated["refs"] = run_aggregations(source_cfg, shards, log)
+            aggregated["refs"] = {**run_aggregations(source_cfg, shards, log), **(computed or {})}
         parse = ray.remote(num_cpus=TASK_CPUS, max_retries=2)(parse_shard)
         commit = ray.remote(commit_shard).options(**at_out)
         summaries = []

@@ -258,7 +258,18 @@ def _run_ray(cfg: Mapping[str, Any], source_cfg: dict, stage: Path, dest, log: C
     # Planning runs as a task: staging a .7z decompresses the whole dump, which is a worker's job, not the driver's.
     shards = ray.get(ray.remote(num_cpus=TASK_CPUS, max_retries=1)(sources.shards).remote(source_cfg))
     log(f"{len(shards)} shard(s) to parse")
-    blocks, parsed = parse_parts(cfg, source_cfg, shards, dest, resume=resume, log=log, progress=progress)
+    computed, inputs, overlap = {}, None, None
+    if source_cfg["kind"] == "corpus":  # the training n-grams in the held-out passages, before any shard parses
+        import hashlib
+
+        from curation.sources.corpus import OVERLAP_KEY
+        from jobs.parts.training_overlap import training_overlap
+
+        found, stats = training_overlap(source_cfg, dest, log, progress)
+        computed, inputs = {OVERLAP_KEY: [ray.put(found.hashes)]}, hashlib.sha256(found.hashes.tobytes()).hexdigest()
+        overlap = {"found": found, "stats": stats}
+    blocks, parsed = parse_parts(cfg, source_cfg, shards, dest, resume=resume, log=log, progress=progress,
+                                 computed=computed, inputs=inputs)
     annotated = ray.data.from_arrow_refs(blocks)  # the annotated tables stay in the object store
     log(f"parsed and annotated {parsed['documents']} documents")
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
@@ -285,5 +296,8 @@ def _run_ray(cfg: Mapping[str, Any], source_cfg: dict, stage: Path, dest, log: C
     for part in gather([o[2] for o in outputs], desc="release: decide"):
         tally += part
     log(f"decided {tally.documents_in} documents: {tally.candidates} bucket rows, {tally.rows_out} sampled")
-    return finish_release(cfg, stage, tally, [o[1] for o in outputs], [o[0] for o in outputs],
-                          plan.excluded_parts, executor=RayExecutor(), log=log)
+    out = finish_release(cfg, stage, tally, [o[1] for o in outputs], [o[0] for o in outputs],
+                         plan.excluded_parts, executor=RayExecutor(), log=log)
+    if overlap:
+        out["training_overlap"] = overlap
+    return out
