@@ -11,7 +11,7 @@ $(BIN)/tidemark: pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH)"
-	$(BIN)/pip install -q -e ".[test,paraphrase]"
+	$(BIN)/pip install -q -e ".[test,paraphrase,index]"
 	@touch $(BIN)/tidemark
 
 demo: $(BIN)/tidemark

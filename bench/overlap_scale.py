@@ -10,6 +10,9 @@ Each size runs `tidemark overlap` as a subprocess with its own local Ray, its RS
 does). The marginal throughput of Tidemark is (bytes of the larger corpus - bytes of the smaller) / (wall of the
 larger - wall of the smaller): start-up excluded, as a pretraining-scale scan would see it.
 
+Each size is also indexed (`tidemark index-corpus`) and asked again (`overlap --index`): index size and build time per
+corpus GB, query time, and whether the rows equal the scan's.
+
 Results: bench/results/scale_overlap.json and .png.
 """
 from __future__ import annotations
@@ -52,6 +55,25 @@ def write_bench(path: Path) -> list[str]:
     rows = [{"id": f"b{i}", "input": ps[i]["text"]} for i in range(0, len(ps), 7)][:1000]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return [r["input"] for r in rows]
+
+
+def index_run(run_job, bench: Path, corpus: Path, work: Path, mb: int, scan_out: Path) -> dict:
+    """`tidemark index-corpus` of the same corpus, then `overlap --index` of the same benchmark: size, build time
+    and query time, and whether the rows equal the scan's."""
+    import pyarrow.parquet as pq
+
+    idx = work / f"idx-{mb}"
+    built = run_job(["index-corpus", "--corpus", str(corpus), "--out", str(idx)], idx, "index.json")
+    info = json.loads((idx / "index.json").read_text())
+    out = work / f"out-idx-{mb}"
+    asked = run_job(["overlap", "--benchmark", str(bench), "--index", str(idx), "--out", str(out)], out,
+                    "report.json")
+    gb = info["counts"]["bytes"] / 1e9
+    return {"build_wall_s": built["wall_s"], "build_driver_peak_mb": built["driver_peak_mb"],
+            "build_workers_peak_mb": built["workers_peak_mb"], "index_bytes": info["index_bytes"],
+            "tokens": info["counts"]["tokens"], "index_gb_per_corpus_gb": round(info["index_bytes"] / 1e9 / gb, 3),
+            "build_s_per_corpus_gb": round(built["wall_s"] / gb, 1), "query_wall_s": asked["wall_s"],
+            "rows_equal_to_scan": pq.read_table(out / "rows.parquet").equals(pq.read_table(scan_out / "rows.parquet"))}
 
 
 def plain_scan(corpus: Path, bench_texts: list[str]) -> dict:
@@ -99,6 +121,10 @@ def main_bench(args) -> int:
                    contaminated=report["contamination"]["overall"])
         runs[mb] = res
         log(f"  {res['wall_s']} s, driver peak {res['driver_peak_mb']} MB, workers {res['workers_peak_mb']} MB")
+        res["index"] = index_run(run_job, bench, corpus, work, mb, out)
+        log(f"  index: {res['index']['index_gb_per_corpus_gb']} GB per corpus GB, built in "
+            f"{res['index']['build_s_per_corpus_gb']} s per GB; queries answer as the scan: "
+            f"{res['index']['rows_equal_to_scan']}")
     plain = plain_scan(work / f"corpus-{sizes[0]}", bench_texts)
     log(f"plain Python scan: {plain['mb_per_s']} MB/s")
     a, b = sorted(runs)[0], sorted(runs)[-1]
@@ -108,7 +134,10 @@ def main_bench(args) -> int:
                "marginal_mb_per_s": round(marginal, 2), "plain_scan_mb_per_s": plain["mb_per_s"],
                "marginal_x_plain_scan": round(marginal / plain["mb_per_s"], 2),
                "same_rows_contaminated": len({json.dumps(r["contaminated"], sort_keys=True)
-                                              for r in runs.values()}) == 1}
+                                              for r in runs.values()}) == 1,
+               "index_gb_per_corpus_gb": runs[b]["index"]["index_gb_per_corpus_gb"],
+               "index_build_s_per_corpus_gb": runs[b]["index"]["build_s_per_corpus_gb"],
+               "index_rows_equal_to_scan": all(r["index"]["rows_equal_to_scan"] for r in runs.values())}
     payload = {"what": "tidemark overlap (n = 13) as a subprocess with its own local Ray, 1,000 benchmark passages "
                        f"of 64 words against SOTU jsonl corpora of {args.sizes} MB ({FILE_MB} MB files); the plain "
                        "scan is one Python process with a set of word tuples",

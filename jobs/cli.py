@@ -26,6 +26,7 @@ JOB_MODULES = (
     "jobs.commands.doc_mia",
     "jobs.commands.audit",
     "jobs.commands.overlap",
+    "jobs.commands.index_corpus",
     "jobs.commands.unlearning_audit",
     "jobs.commands.contamination_study",
     "jobs.commands.dataset_inference",

@@ -58,6 +58,18 @@ class Ledger:
     def from_dict(cls, d: Mapping) -> "Ledger":
         return cls(d.get("in", 0), d.get("out", 0), d.get("reasons", {}))
 
+    @classmethod
+    def of_parts(cls, summaries: Mapping[int, Mapping], *, rows_in: str, rows_out: str, what: str) -> "Ledger":
+        """The sum of per-part summaries (their `rows_in` and `rows_out` counts and `reasons`), each part checked
+        first, so that a part that does not reconcile is named."""
+        total = cls()
+        for i in sorted(summaries):
+            s = summaries[i]
+            part = cls(s[rows_in], s[rows_out], s["reasons"])
+            part.check(f"{what} {i}")
+            total.add(part)
+        return total
+
     def check(self, where: str = "job") -> None:
         if self.rows_in != self.rows_out + self.quarantined:
             raise ReconcileError(f"{where}: row accounting does not reconcile: {self.rows_in} in, "

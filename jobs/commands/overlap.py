@@ -33,12 +33,16 @@ ROWS_SCHEMA = pa.schema([("id", pa.string()), ("n_words", pa.int64()), ("n_ngram
 
 @dataclass
 class OverlapConfig:
-    benchmark: str = option(help="the benchmark: jsonl or Parquet (`input` or `text`, optional `id`, `label`, "
-                            "`bucket`, `split`), a release directory, or s3://")
-    corpus: str = option(help="the corpus: a file, directory, glob ('dolma/*.json.gz') or s3:// prefix of jsonl, "
-                         "jsonl.gz, jsonl.zst, Parquet or txt files")
-    out: str = option(help="output directory or s3:// prefix: rows.parquet, report.json, report.md, report.html, "
-                      "shares.png, matches.parquet/, quarantine.parquet/, then _SUCCESS")
+    benchmark: Optional[str] = option(None, "the benchmark: jsonl or Parquet (`input` or `text`, optional `id`, "
+                                      "`label`, `bucket`, `split`), a release directory, or s3://")
+    corpus: Optional[str] = option(None, "the corpus to scan: a file, directory, glob ('dolma/*.json.gz') or s3:// "
+                                   "prefix of jsonl, jsonl.gz, jsonl.zst, Parquet or txt files")
+    index: Optional[str] = option(None, "instead of --corpus: an index built by `tidemark index-corpus` (the same "
+                                  "answers without reading the corpus again)")
+    query: Optional[str] = option(None, "with --index: print how often this text occurs in the corpus, and where "
+                                  "(no --benchmark, no --out)")
+    out: Optional[str] = option(None, "output directory or s3:// prefix: rows.parquet, report.json, report.md, "
+                                "report.html, shares.png, matches.parquet/, quarantine.parquet/, then _SUCCESS")
     n: int = option(13, "n-gram length in words (13: GPT-3 and lm-evaluation-harness)", min=1)
     text_field: str = option("text", "the corpus records' text field (jsonl key or Parquet column)")
     id_field: str = option("id", "the corpus records' id field; without one, ids are <file>:<line>")
@@ -53,6 +57,20 @@ class OverlapConfig:
     progress: bool = progress_option()
 
 
+def checked(**options) -> OverlapConfig:
+    """The command line's config, refused in one line (exit 2) when its inputs do not go together."""
+    cfg = OverlapConfig(**options)
+    if cfg.query is not None:
+        if not cfg.index:
+            raise typer.BadParameter("--query needs --index (a corpus index from `tidemark index-corpus`)")
+        return cfg
+    if bool(cfg.corpus) == bool(cfg.index):
+        raise typer.BadParameter("give one of --corpus (scan it) or --index (ask its index)")
+    if not cfg.benchmark or not cfg.out:
+        raise typer.BadParameter("--benchmark and --out are needed (or --index with --query)")
+    return cfg
+
+
 def read_rows(cfg: OverlapConfig) -> tuple[list[dict], list[dict]]:
     """The benchmark's rows and its quarantine (a local copy first for s3://)."""
     from curation.io.outputs import local_copy
@@ -64,33 +82,24 @@ def read_rows(cfg: OverlapConfig) -> tuple[list[dict], list[dict]]:
     return read_benchmark(cfg.benchmark, text_field=cfg.benchmark_field, require_label=False)
 
 
-def run_overlap(cfg: OverlapConfig) -> dict:
-    from curation.io.ledger import Ledger, quarantine_table
-    from curation.io.outputs import Location, new_run_id
-    from jobs.kit.identity import json_digest, open_output, publish, tool_version
-    from jobs.kit.report_out import command_line, write_page
+def scan_corpus(cfg: OverlapConfig, bench, dest) -> tuple:
+    """The streaming scan: (merged Matches, corpus counts, part-loop stats)."""
+    from curation.io.ledger import Ledger
+    from curation.io.outputs import new_run_id
+    from jobs.kit.identity import json_digest, tool_version
     from jobs.kit.runtime import start_driver
     from jobs.parts.corpus_overlap import (NOT_ISOLATED, PART_DIRS, merged_matches, part_digest, plan_corpus_parts,
                                            run_pool)
     from jobs.plane.part_loop import run_parts
     from jobs.plane.part_store import PartStore
-    from scoring.overlap.matching import BenchmarkGrams, row_results
-    from scoring.overlap.summary import summarise
-    from scoring.reports.overlap_report import plot_shares, report_markdown, report_page
 
-    t0 = time.perf_counter()
-    rows, bad_rows = read_rows(cfg)
-    if not rows:
-        raise RuntimeError(f"{cfg.benchmark}: no readable benchmark row ({len(bad_rows)} quarantined)")
     opts = {"requester_pays": cfg.requester_pays}
-    parts = plan_corpus_parts(cfg.corpus, opts)  # a missing corpus fails here, before OUT is touched
-    bench = BenchmarkGrams.of(rows, cfg.n)
-    dest, out = open_output(cfg.out)
+    parts = plan_corpus_parts(cfg.corpus, opts)
     settings = {"n": cfg.n, "text_field": cfg.text_field, "id_field": cfg.id_field or None,
                 "max_sources": cfg.max_sources, "opts": opts}
     fingerprint = json_digest({"job": STAGE, **{k: v for k, v in settings.items() if k != "opts"},
-                               "benchmark_ngrams": hashlib.sha256(bench.distinct.tobytes()).hexdigest(), "tool": tool_version()})
-    store = PartStore(dest, fingerprint, PART_DIRS)
+                               "benchmark_ngrams": hashlib.sha256(bench.distinct.tobytes()).hexdigest(),
+                               "tool": tool_version()})
     shared: dict = {}
 
     def start() -> None:  # only when a part is left to scan: a finished run resumes without a cluster
@@ -99,40 +108,73 @@ def run_overlap(cfg: OverlapConfig) -> dict:
         start_driver()
         shared["distinct"] = ray.put(bench.distinct)
 
-    def pool(pending):
-        return run_pool(pending, shared["distinct"], settings, dest.uri, cfg.progress)
-
     stats: dict = {}
     summaries = run_parts(parts, index=lambda p: p.index, digests={p.index: part_digest(p, opts) for p in parts},
-                          store=store, pool=pool, stats=stats, run_id=new_run_id(), resume=cfg.resume,
-                          not_isolated=NOT_ISOLATED, start=start)
-    corpus = Ledger()
-    for i in sorted(summaries):
-        s = summaries[i]
-        part = Ledger(s["records"], s["documents"], s["reasons"])
-        part.check(f"corpus part {i}")
-        corpus.add(part)
-    results = row_results(bench, merged_matches(dest, summaries, cfg.max_sources), cfg.threshold, cfg.max_sources)
-    table = pa.Table.from_pylist([{**res, **{k: row.get(k) for k in ROWS_SCHEMA_EXTRA}}
-                                  for res, row in zip(results, rows)], schema=ROWS_SCHEMA)
+                          store=PartStore(dest, fingerprint, PART_DIRS),
+                          pool=lambda pending: run_pool(pending, shared["distinct"], settings, dest.uri,
+                                                        cfg.progress),
+                          stats=stats, run_id=new_run_id(), resume=cfg.resume, not_isolated=NOT_ISOLATED,
+                          start=start)
+    corpus = Ledger.of_parts(summaries, rows_in="records", rows_out="documents", what="corpus part")
+    counts = {"corpus_files": len(parts), "corpus_bytes": sum(p.bytes for p in parts),
+              "corpus_records": corpus.rows_in, "corpus_documents": corpus.rows_out,
+              "corpus_quarantined": corpus.quarantined, "corpus_reasons": dict(sorted(corpus.reasons.items())),
+              "corpus_ngrams": sum(s["ngrams"] for s in summaries.values())}
+    parts_stats = {k: stats.get(k, 0) for k in ("parts", "reused", "scored", "replans", "nodes_lost")}
+    return merged_matches(dest, summaries, cfg.max_sources), counts, parts_stats
+
+
+def ask_index(cfg: OverlapConfig, bench) -> tuple:
+    """The same answers from a corpus index: (Matches, corpus counts from the index, {})."""
+    from jobs.parts.index_query import index_matches, open_index
+
+    engine, meta = open_index(cfg.index)
+    c = meta["counts"]
+    counts = {"corpus_files": c["files"], "corpus_bytes": c["bytes"], "corpus_records": c["records"],
+              "corpus_documents": c["documents"], "corpus_quarantined": c["quarantined"],
+              "corpus_reasons": c["reasons"], "corpus_ngrams": None, "corpus_tokens": c["tokens"]}
+    return index_matches(engine, bench, cfg.max_sources), counts, {}
+
+
+def run_overlap(cfg: OverlapConfig) -> dict:
+    from curation.io.ledger import Ledger, quarantine_table
+    from curation.io.outputs import Location
+    from jobs.kit.identity import open_output, publish, tool_version
+    from jobs.kit.report_out import command_line, write_page
+    from scoring.overlap.matching import BenchmarkGrams, row_results
+    from scoring.overlap.summary import summarise
+    from scoring.reports.overlap_report import plot_shares, report_markdown, report_page
+
+    t0 = time.perf_counter()
+    rows, bad_rows = read_rows(cfg)
+    if not rows:
+        raise RuntimeError(f"{cfg.benchmark}: no readable benchmark row ({len(bad_rows)} quarantined)")
+    if cfg.corpus:
+        from jobs.parts.corpus_overlap import plan_corpus_parts
+
+        plan_corpus_parts(cfg.corpus, {"requester_pays": cfg.requester_pays})  # a missing corpus fails before OUT
+    bench = BenchmarkGrams.of(rows, cfg.n)
+    dest, out = open_output(cfg.out)
+    matches, corpus_counts, parts_stats = scan_corpus(cfg, bench, dest) if cfg.corpus else ask_index(cfg, bench)
+    results = row_results(bench, matches, cfg.threshold, cfg.max_sources)
     benchmark = Ledger(len(rows) + len(bad_rows), len(results), {})
     for q in bad_rows:
         benchmark.reasons[q["reason"]] = benchmark.reasons.get(q["reason"], 0) + 1
     benchmark.check("benchmark")
-    dest.write_parquet("rows.parquet", table)
+    dest.write_parquet("rows.parquet", pa.Table.from_pylist(
+        [{**res, **{k: row.get(k) for k in ROWS_SCHEMA_EXTRA}} for res, row in zip(results, rows)],
+        schema=ROWS_SCHEMA))
     dest.write_parquet("benchmark_quarantine.parquet", quarantine_table(bad_rows))
     report = {
         "job": STAGE, "tool": tool_version(), "command": command_line(),
-        "inputs": {"benchmark": cfg.benchmark, "corpus": cfg.corpus},
-        "settings": {k: v for k, v in asdict(cfg).items() if k not in ("benchmark", "corpus", "out", "progress")},
+        "inputs": {"benchmark": cfg.benchmark, "corpus": cfg.corpus or cfg.index, "mode": "scan" if cfg.corpus
+                   else "index"},
+        "settings": {k: v for k, v in asdict(cfg).items()
+                     if k not in ("benchmark", "corpus", "index", "query", "out", "progress")},
         "counts": {"rows_in": benchmark.rows_in, "rows_scored": benchmark.rows_out,
                    "rows_quarantined": benchmark.quarantined, "rows_reasons": dict(sorted(benchmark.reasons.items())),
-                   "corpus_files": len(parts), "corpus_bytes": sum(p.bytes for p in parts),
-                   "corpus_records": corpus.rows_in, "corpus_documents": corpus.rows_out,
-                   "corpus_quarantined": corpus.quarantined, "corpus_reasons": dict(sorted(corpus.reasons.items())),
-                   "corpus_ngrams": sum(s["ngrams"] for s in summaries.values())},
-        "parts": {k: stats.get(k, 0) for k in ("parts", "reused", "scored", "replans", "nodes_lost")},
-        "contamination": summarise(results, rows),
+                   **corpus_counts},
+        "parts": parts_stats, "contamination": summarise(results, rows),
         "seconds": round(time.perf_counter() - t0, 2),
     }
     local = Location(str(out))
@@ -140,15 +182,33 @@ def run_overlap(cfg: OverlapConfig) -> dict:
     local.write_text("report.md", report_markdown(report))
     (out / "shares.png").write_bytes(plot_shares(report))
     write_page(out, report_page(report, out))
-    publish(dest, out, {"job": STAGE, "fingerprint": fingerprint, "rows": benchmark.rows_out,
-                        "seconds": report["seconds"]})
+    publish(dest, out, {"job": STAGE, "rows": benchmark.rows_out, "seconds": report["seconds"]})
     return {"report": str(out / "report.md"), "rows": dest.child("rows.parquet"), "seconds": report["seconds"],
             "counts": report["counts"], "contamination": report["contamination"]["overall"]}
 
 
+def run(cfg: OverlapConfig) -> None:
+    """`--query`: one span's count and places, printed; otherwise the benchmark's report."""
+    if cfg.query is None:
+        run_and_print_report(run_overlap, cfg, errors=(FileNotFoundError, RuntimeError, ValueError))
+        return
+    from jobs.parts.index_query import open_index, span_report
+
+    try:
+        engine, _ = open_index(cfg.index)
+    except (FileNotFoundError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    res = span_report(engine, cfg.query, cfg.max_sources)
+    typer.echo(f"{res['count']:,} occurrence(s) of the {res['words']}-word span in {cfg.index}")
+    for d in res["documents"]:
+        typer.echo(f"  {d['id']}  (from word {d['word_offset']})")
+
+
 def register(app: typer.Typer) -> None:
     app.command("overlap")(command(
-        OverlapConfig, lambda cfg: run_and_print_report(run_overlap, cfg), doc=
+        OverlapConfig, run, make=checked, doc=
         "Find which benchmark rows occur verbatim in a corpus (word n-gram overlap, as GPT-3 and "
         "lm-evaluation-harness decontaminate): per row, the share of its n-grams found, the longest match and the "
-        "corpus documents; the contaminated share with a 95% CI."))
+        "corpus documents; the contaminated share with a 95% CI. With --index (from `tidemark index-corpus`), the "
+        "same from an index; with --index --query TEXT, how often and where a span occurs."))

@@ -57,12 +57,7 @@ def found_ngrams(tasks: Sequence[dict], reference: str, n: int, dest, progress: 
     summaries = run_parts(parts, index=lambda p: p.index, digests={p.index: part_digest(p, {}) for p in parts},
                           store=store, pool=lambda pending: run_pool(pending, distinct, settings, where.uri, progress),
                           stats={}, run_id=new_run_id(), not_isolated=NOT_ISOLATED)
-    corpus = Ledger()
-    for i in sorted(summaries):
-        s = summaries[i]
-        part = Ledger(s["records"], s["documents"], s["reasons"])
-        part.check(f"reference corpus part {i}")
-        corpus.add(part)
+    corpus = Ledger.of_parts(summaries, rows_in="records", rows_out="documents", what="reference corpus part")
     found = FoundNgrams.of(merged_matches(where, summaries, MAX_SOURCES), n)
     return found, {"files": len(parts), "documents": corpus.rows_out, "quarantined": corpus.quarantined,
                    "reasons": dict(sorted(corpus.reasons.items())), "audited_ngrams": int(audited.size),

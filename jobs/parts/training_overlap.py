@@ -63,12 +63,7 @@ def training_overlap(source_cfg: Mapping[str, Any], dest, log: Callable[[str], N
     summaries = run_parts(parts, index=lambda p: p.index, digests={p.index: part_digest(p, opts) for p in parts},
                           store=store, pool=lambda pending: run_pool(pending, distinct, settings, where.uri, progress),
                           stats={}, run_id=new_run_id(), not_isolated=NOT_ISOLATED)
-    train = Ledger()
-    for i in sorted(summaries):
-        s = summaries[i]
-        part = Ledger(s["records"], s["documents"], s["reasons"])
-        part.check(f"training corpus part {i}")
-        train.add(part)
+    train = Ledger.of_parts(summaries, rows_in="records", rows_out="documents", what="training corpus part")
     found = FoundNgrams.of(merged_matches(where, summaries, MAX_SOURCES), n)
     log(f"training overlap: {found.hashes.size:,} of the held-out passages' {held.size:,} distinct {n}-grams occur "
         f"in the training corpus ({len(parts)} file(s), {train.rows_out:,} documents)")

@@ -88,12 +88,7 @@ def score_benchmark(*, benchmark: str, requester_pays: bool, rows_per_part: int,
     run_id = new_run_id()
     summaries = run_parts(work, index=lambda w: w[0].index, digests=survey.digests, store=store, pool=pool,
                           stats=stats, run_id=run_id, resume=resume, on_commit=on_commit, isolate=isolate)
-    ledger = Ledger()
-    for i in sorted(summaries):
-        s = summaries[i]
-        part = Ledger(s["rows_in"], s["scored"], s["reasons"])
-        part.check(f"part {i}")
-        ledger.add(part)
+    ledger = Ledger.of_parts(summaries, rows_in="rows_in", rows_out="scored", what="part")
     if ledger.rows_in != survey.n_good + survey.n_bad:
         raise ReconcileError(f"the parts account for {ledger.rows_in} rows; the survey read "
                               f"{survey.n_good + survey.n_bad}")

@@ -55,6 +55,15 @@ class Matches:
         self.sources: dict[int, list[str]] = {}
         self._full = np.zeros(0, dtype=np.uint64)  # hashes that already have max_sources documents
 
+    @classmethod
+    def of(cls, counts: Mapping[int, int], sources: Mapping[int, list[str]], max_sources: int = MAX_SOURCES
+           ) -> "Matches":
+        """Matches known already (a corpus index's answers): counts and first documents per n-gram hash."""
+        m = cls(max_sources)
+        m._count = {int(h): int(c) for h, c in counts.items() if c}
+        m.sources = {int(h): list(sources.get(h, [])) for h in m._count}
+        return m
+
     @property
     def count(self) -> dict[int, int]:
         if self._hits:

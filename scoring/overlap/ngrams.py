@@ -213,3 +213,16 @@ def unique_sorted(arrays: Iterable[np.ndarray]) -> np.ndarray:
     """The distinct hashes of several arrays, sorted (the benchmark side of a scan)."""
     arrays = [a for a in arrays if a.size]
     return np.unique(np.concatenate(arrays)) if arrays else np.zeros(0, dtype=np.uint64)
+
+
+SEPARATOR_ID = np.uint32(0xFFFFFFFF)  # a suffix-array index's document separator (infini-gram's): no word gets it
+
+
+def word_ids(hashes: np.ndarray) -> np.ndarray:
+    """32-bit word ids for a suffix-array index: the top 32 bits of each word's 64-bit hash, 0xFFFFFFFF (the
+    document separator) moved to 0xFFFFFFFE. Two distinct words share an id with probability 2^-32 per pair (about
+    a hundred pairs among a corpus's million distinct words), so an index query can, rarely, count an n-gram that
+    differs from the query in one such word."""
+    ids = (hashes >> np.uint64(32)).astype(np.uint32)
+    ids[ids == SEPARATOR_ID] = SEPARATOR_ID - np.uint32(1)
+    return ids

@@ -22,6 +22,12 @@ def headline(r: dict) -> str:
             f"{pct_interval(o['ci95'])}) have {_rule(r)}.")
 
 
+def _read(c: dict, n: int) -> str:
+    if c.get("corpus_ngrams") is None:
+        return f"{c.get('corpus_tokens') or 0:,} words indexed"
+    return f"{c['corpus_ngrams']:,} {n}-grams scanned"
+
+
 def plot_shares(r: dict) -> bytes:
     """shares.png: how many rows have each share of their n-grams in the corpus."""
     plt = pyplot()
@@ -47,9 +53,9 @@ def report_markdown(r: dict) -> str:
              f"- benchmark `{r['inputs']['benchmark']}`: {c['rows_in']} rows in, {c['rows_scored']} checked, "
              f"{c['rows_quarantined']} quarantined (`benchmark_quarantine.parquet`); "
              f"{r['contamination']['rows_too_short']} shorter than {s['n']} words (no n-gram to check)",
-             f"- corpus `{r['inputs']['corpus']}`: {c['corpus_files']} file(s), {c['corpus_bytes']:,} bytes, "
-             f"{c['corpus_documents']:,} documents read, {c['corpus_quarantined']:,} records quarantined "
-             f"(`quarantine.parquet/`), {c['corpus_ngrams']:,} {s['n']}-grams scanned",
+             f"- corpus `{r['inputs']['corpus']}`{' (its index)' if r['inputs'].get('mode') == 'index' else ''}: "
+             f"{c['corpus_files']} file(s), {c['corpus_bytes']:,} bytes, {c['corpus_documents']:,} documents, "
+             f"{c['corpus_quarantined']:,} records quarantined, {_read(c, s['n'])}",
              f"- rule: lowercased `\\w+` words, n = {s['n']}; a row is contaminated when it has {_rule(r)}; "
              f"mean share over checked rows {num(r['contamination']['mean_share'])}", ""]
     by = r["contamination"]["by"]
@@ -100,7 +106,7 @@ def report_page(r: dict, out: Path) -> Page:
              ("rows", f"{c['rows_in']:,} in, {c['rows_scored']:,} checked, {c['rows_quarantined']:,} quarantined, "
                       f"{r['contamination']['rows_too_short']:,} too short to check"),
              ("corpus read", f"{c['corpus_files']:,} files, {c['corpus_bytes']:,} bytes, "
-                             f"{c['corpus_documents']:,} documents, {c['corpus_ngrams']:,} n-grams")]
+                             f"{c['corpus_documents']:,} documents, {_read(c, r['settings']['n'])}")]
     files = [("rows.parquet", "one row per benchmark row: share, longest match, corpus documents, snippet"),
              ("report.json", "the numbers on this page"), ("report.md", "this report as Markdown"),
              ("matches.parquet", "per corpus part: the benchmark n-grams found and where"),

@@ -64,8 +64,8 @@ def study(tmp_path_factory) -> dict:
 
 
 def run(study: dict, out: Path, **kw) -> dict:
-    cfg = OverlapConfig(benchmark=str(study["bench"]), corpus=str(study["corpus"]), out=str(out),
-                        benchmark_field="question", progress=False, **kw)
+    cfg = OverlapConfig(**{"benchmark": str(study["bench"]), "corpus": str(study["corpus"]), "out": str(out),
+                           "benchmark_field": "question", "progress": False, **kw})
     return run_overlap(cfg)
 
 
@@ -138,3 +138,30 @@ def test_the_cli_refuses_a_missing_corpus_in_one_line(study, tmp_path):
     res = CliRunner().invoke(app, ["overlap", "--benchmark", str(study["bench"]), "--corpus",
                                    str(tmp_path / "nothing"), "--out", str(tmp_path / "o")])
     assert res.exit_code == 2 and "error:" in res.output and not (tmp_path / "o").exists()
+
+
+def test_an_index_of_the_corpus_gives_the_scan_s_answers(ray_session, study, result, tmp_path):
+    """`index-corpus` then `overlap --index`: every row's share, longest match, occurrences and documents equal the
+    streaming scan's, and the index counts the same documents and quarantined records."""
+    from jobs.commands.index_corpus import IndexConfig, run_index
+    from jobs.parts.index_query import open_index, span_report
+
+    info = run_index(IndexConfig(corpus=str(study["corpus"]), out=str(tmp_path / "idx"), progress=False))
+    scanned = result[0]["counts"]
+    assert info["counts"]["documents"] == scanned["corpus_documents"]
+    assert info["counts"]["reasons"] == scanned["corpus_reasons"]
+    res = run(study, tmp_path / "via-index", corpus=None, index=str(tmp_path / "idx"))
+    assert pq.read_table(tmp_path / "via-index" / "rows.parquet").equals(pq.read_table(result[1] / "rows.parquet"))
+    assert res["contamination"] == result[0]["contamination"]
+    engine, _ = open_index(str(tmp_path / "idx"))
+    words = [r for r in study["rows"] if r["id"] == "q5"][0]["question"].split()
+    span = span_report(engine, " ".join(words[2:18]))  # inside the 20 words planted in jsonl-30
+    assert span["count"] == 1 and span["documents"][0]["id"] == "jsonl-30"
+    assert span_report(engine, " ".join(words[10:30]))["count"] == 0  # runs past what was planted
+
+
+def test_an_index_path_the_engine_would_misread_is_refused(tmp_path):
+    from jobs.parts.corpus_index import check_index_path
+
+    with pytest.raises(ValueError, match="may not contain 'table'"):
+        check_index_path(str(tmp_path / "stable-indexes" / "dolma"))

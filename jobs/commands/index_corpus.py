@@ -1,0 +1,104 @@
+"""`tidemark index-corpus`: a suffix-array index of a corpus for repeated questions (`tidemark overlap --index`).
+
+    tidemark index-corpus --corpus 's3://bucket/dolma/*.json.gz' --out s3://bucket/indexes/dolma
+
+Each corpus file is indexed by one worker (jobs/parts/corpus_index.py) through the one part loop (a rerun resumes
+from the parts done: IDX/_parts/), into infini-gram's format under IDX/shards/; then IDX/index.json (what was
+indexed, counts, sizes, build time) and `_SUCCESS` last. The index holds word ids, not text: it answers how often
+and where any word sequence occurs, for any n.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import typer
+
+from jobs.kit.options import command, option, progress_option
+
+STAGE = "index-corpus"
+
+
+@dataclass
+class IndexConfig:
+    corpus: str = option(help="the corpus: a file, directory, glob or s3:// prefix of jsonl, jsonl.gz, jsonl.zst, "
+                         "Parquet or txt files")
+    out: str = option(help="the index directory or s3:// prefix (its path may not contain 'table', 'tokenized', "
+                      "'offset', 'metadata' or 'unigram': infini-gram's engine finds its files by those words)")
+    text_field: str = option("text", "the records' text field")
+    id_field: str = option("id", "the records' id field; without one, ids are <file>:<line>")
+    part_bytes: int = option(1 << 30, "corpus bytes per part (consecutive files grouped; one worker each): the "
+                             "engine searches every shard for every query, so fewer, larger parts answer faster",
+                             min=1)
+    max_shard_tokens: int = option(1 << 28, "tokens per index shard at most (a shard's suffix array is sorted in "
+                                   "about 9 bytes of memory per token byte: 1<<28 tokens ~ 9 GB)", min=1024)
+    resume: bool = option(True, "reuse parts an earlier run indexed", flags=("--resume/--no-resume",))
+    requester_pays: bool = option(False, "read an s3:// corpus from a requester-pays bucket")
+    progress: bool = progress_option()
+
+
+def run_index(cfg: IndexConfig) -> dict:
+    from curation.io.ledger import Ledger
+    from curation.io.outputs import Location, new_run_id
+    from jobs.kit.identity import json_digest, tool_version
+    from jobs.kit.log import log
+    from jobs.kit.runtime import start_driver
+    from jobs.parts.corpus_index import (NOT_ISOLATED, check_index_path, index_part_digest, plan_index_parts,
+                                         require_index_packages, run_pool)
+    from jobs.plane.part_loop import run_parts
+    from jobs.plane.part_store import PartStore
+
+    t0 = time.perf_counter()
+    require_index_packages()
+    check_index_path(cfg.out)
+    opts = {"requester_pays": cfg.requester_pays}
+    parts = plan_index_parts(cfg.corpus, opts, cfg.part_bytes)
+    dest = Location(cfg.out)
+    dest.clear_complete()
+    settings = {"text_field": cfg.text_field, "id_field": cfg.id_field or None,
+                "max_shard_tokens": cfg.max_shard_tokens, "opts": opts}
+    store = PartStore(dest, json_digest({"job": STAGE, "tool": tool_version(), "token": "word32",
+                                         **{k: v for k, v in settings.items() if k != "opts"}}), dirs=())
+    stats: dict = {}
+    summaries = run_parts(parts, index=lambda p: p.index, digests={p.index: index_part_digest(p, opts) for p in parts},
+                          store=store, pool=lambda pending: run_pool(pending, settings, dest.uri, cfg.progress),
+                          stats=stats, run_id=new_run_id(), resume=cfg.resume, not_isolated=NOT_ISOLATED,
+                          start=start_driver)
+    ledger = Ledger.of_parts(summaries, rows_in="records", rows_out="documents", what="corpus part")
+    total = {k: sum(s[k] for s in summaries.values()) for k in ("bytes", "tokens", "shards", "index_bytes",
+                                                                "build_s")}
+    info = {"job": STAGE, "tool": tool_version(), "corpus": cfg.corpus, "format": "infini-gram v4, u32 tokens",
+            "token": "word32: lowercased \\w+ words, the top 32 bits of tidemark overlap's 64-bit word hash "
+                     "(scoring/overlap/ngrams.word_ids)",
+            "text_field": cfg.text_field, "id_field": cfg.id_field,
+            "counts": {"files": sum(len(p.paths) for p in parts), "parts": len(parts), "records": ledger.rows_in, "documents": ledger.rows_out,
+                       "quarantined": ledger.quarantined, "reasons": dict(sorted(ledger.reasons.items())),
+                       "bytes": total["bytes"], "tokens": total["tokens"], "shards": total["shards"]},
+            "index_bytes": total["index_bytes"],
+            "index_bytes_per_corpus_byte": round(total["index_bytes"] / total["bytes"], 3) if total["bytes"] else None,
+            "build_s_in_tasks": round(total["build_s"], 2),
+            "parts": {k: stats.get(k, 0) for k in ("parts", "reused", "scored", "replans", "nodes_lost")},
+            "seconds": round(time.perf_counter() - t0, 2)}
+    dest.write_json("index.json", info)
+    dest.mark_complete({"job": STAGE, "documents": ledger.rows_out, "seconds": info["seconds"]})
+    log(f"indexed {ledger.rows_out:,} documents ({total['tokens']:,} tokens, {ledger.quarantined:,} records "
+        f"quarantined) from {info['counts']['files']} file(s) into {dest.uri}: {total['index_bytes']:,} bytes, "
+        f"{info['seconds']} s")
+    return info
+
+
+def _run(cfg: IndexConfig) -> None:
+    try:
+        info = run_index(cfg)
+    except (FileNotFoundError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    c = info["counts"]
+    typer.echo(f"{cfg.out}: {c['documents']:,} documents, {c['tokens']:,} tokens, {info['index_bytes']:,} index "
+               f"bytes ({info['index_bytes_per_corpus_byte']} per corpus byte), {info['seconds']} s")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("index-corpus")(command(
+        IndexConfig, _run, doc="Build a suffix-array index of a corpus (infini-gram's format; one worker per file) "
+        "for `tidemark overlap --index`: counts and places of any word sequence without scanning the corpus again."))
