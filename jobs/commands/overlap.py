@@ -23,6 +23,9 @@ from jobs.kit.options import command, option, progress_option
 from jobs.kit.report_out import run_and_print_report
 
 STAGE = "overlap"
+# The benchmark's distinct n-grams are broadcast to every worker (8 bytes each, plus a lookup table of up to 256 MB).
+# Past this many, a hash-partitioned join of both sides would be needed, which is not built: refuse, do not swap.
+MAX_BENCHMARK_NGRAMS = 50_000_000
 ROWS_SCHEMA_EXTRA = ("label", "bucket", "split")  # carried from the benchmark, for per-group shares and joins
 ROWS_SCHEMA = pa.schema([("id", pa.string()), ("n_words", pa.int64()), ("n_ngrams", pa.int64()),
                          ("n_matched", pa.int64()), ("share", pa.float64()), ("longest_match_words", pa.int64()),
@@ -154,6 +157,10 @@ def run_overlap(cfg: OverlapConfig) -> dict:
 
         plan_corpus_parts(cfg.corpus, {"requester_pays": cfg.requester_pays})  # a missing corpus fails before OUT
     bench = BenchmarkGrams.of(rows, cfg.n)
+    if bench.distinct.size > MAX_BENCHMARK_NGRAMS:
+        raise ValueError(f"{cfg.benchmark}: {bench.distinct.size:,} distinct {cfg.n}-grams, more than the "
+                         f"{MAX_BENCHMARK_NGRAMS:,} this command broadcasts to its workers; split the benchmark and "
+                         "run it in pieces")
     dest, out = open_output(cfg.out)
     matches, corpus_counts, parts_stats = scan_corpus(cfg, bench, dest) if cfg.corpus else ask_index(cfg, bench)
     results = row_results(bench, matches, cfg.threshold, cfg.max_sources)

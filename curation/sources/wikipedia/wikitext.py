@@ -4,23 +4,28 @@ What the text keeps matches `wikipedia.html_to_text` (the API source's rendered-
 wikitext allows, so members and non-members from the two sources read alike:
 - paragraphs and list items, each a block, blocks joined by a blank line, whitespace collapsed inside a block;
 - link text ([[Target|text]] -> text, [[Target]] -> Target), bold/italic and other inline formatting unwrapped;
-- nothing from the apparatus: templates (infoboxes, citations, navboxes), <ref>s, tables, galleries, math,
-  file/category links, comments, headings; and nothing after the first level-2 heading that opens an apparatus
-  section (See also, References, ...).
-Templates are not expanded (there is no template database in a dump); the few that wrap prose ({{nowrap|..}},
-{{lang|xx|..}}, {{ill|..}}) keep their text, every other one is dropped. This is the same caveat as the API
-path's, from the other side: an inline {{convert}} or date template leaves a gap in the sentence.
+- inline templates that carry text rendered as the article shows them ({{convert|10|km}} -> "10 km", {{ndash}},
+  {{lang-de|..}} -> "German: ..", dates, fractions, ...: the data table in templates.py); every other template
+  (infoboxes, citations, navboxes, pronunciation) renders as nothing, and the punctuation it leaves is repaired
+  (no "()", "(; ;", ", ," or space before a comma);
+- <math> as its TeX between dollar signs ("$x^2$"), so a sentence keeps its shape and a reader sees a formula;
+- nothing from the apparatus: <ref>s, tables (indented and nested ones too), galleries, file/category links,
+  comments, headings; and nothing after the first level-2 heading that opens an apparatus section (See also, ...);
+- HTML entities decoded everywhere (link labels included).
 
 Wikitext that the parser leaves unbalanced ("{{" without "}}", "[[" without "]]", a "{|" table without "|}")
 shows up as markup in the text: `text_or_reason` reports it as `wikitext_residue` instead of passing markup on.
 """
 from __future__ import annotations
 
+import html
 import re
 from typing import Iterable
 
 import mwparserfromhell
 from mwparserfromhell import nodes
+
+from curation.sources.wikipedia.templates import render_template
 
 # Sections after which an article is apparatus rather than prose (the API source stops at the same headings).
 STOP_SECTIONS = {"see also", "references", "notes", "external links", "further reading", "sources",
@@ -35,9 +40,19 @@ PROSE_TAGS = {"b", "i", "u", "em", "strong", "small", "big", "sub", "sup", "span
               "li", "dd", "dt", "ul", "ol", "dl", "s", "del", "poem"}
 BLOCK_TAGS = {"li", "dd", "dt", "p", "div", "blockquote", "poem"}
 LINK_NAMESPACES_DROPPED = {"file", "image", "media", "category"}
-# Templates that wrap prose: name -> the positional parameter holding the text.
-PROSE_TEMPLATES = {"nowrap": "1", "nobr": "1", "lang": "2", "ill": "1", "transl": "2", "sic": "1"}
+# A table starts on a line that opens with "{|", maybe indented (":{|", "::{|") or inside a list item.
+_TABLE_LINE = re.compile(r"^[:*#;\s]*\{\|")
+# Punctuation left where a template or tag rendered as nothing: (pattern, replacement), applied in order.
+_REPAIRS = [
+    (re.compile(r"\(\s*(?:[,;:]\s*)+"), "("),  # "(; ; born" -> "(born"
+    (re.compile(r"(?:\s*[,;:])+\s*\)"), ")"),  # "Islāmābād, )" -> "Islāmābād)"
+    (re.compile(r"\s*\((?:[^\w()]|\b(?:or|and)\b)*\)"), ""),  # "Germany ()", "(; )", "(or)": nothing left
+    (re.compile(r"([,;:])(?:\s*[,;:])+"), r"\1"),  # ", ," -> ","
+    (re.compile(r"\s+([,.;:!?)])"), r"\1"),  # "is , containing" -> "is, containing"
+    (re.compile(r"\(\s+"), "("),
+]
 _RESIDUE = ("{{", "}}", "[[", "]]", "{|", "|}")
+MATH_SPAN = re.compile(r"\$[^$\n]*\$")  # a <math> kept as $TeX$: its braces are TeX, not leftover markup
 _MAGIC_WORD = re.compile(r"__[A-Z]+__")
 
 
@@ -59,6 +74,9 @@ def _node_text(node) -> str:
         tag = _name(node.tag)
         if tag == "br":
             return "\n"
+        if tag == "math":  # TeX kept, marked: the sentence keeps its formula instead of a hole
+            tex = " ".join(str(node.contents).split()) if node.contents is not None else ""
+            return f"${tex}$" if tex else ""
         if node.wiki_markup and tag in BLOCK_TAGS:  # "* ", "# ", ": ": the item's text follows as siblings
             return "\n\n"
         if tag not in PROSE_TAGS or node.self_closing or node.contents is None:
@@ -70,10 +88,7 @@ def _node_text(node) -> str:
     if isinstance(node, nodes.ExternalLink):
         return _nodes_text(node.title.nodes) if node.brackets and node.title is not None else ""
     if isinstance(node, nodes.Template):
-        param = PROSE_TEMPLATES.get(_name(node.name))
-        if param and node.has(param):
-            return _nodes_text(node.get(param).value.nodes)
-        return ""
+        return render_template(node, _name(node.name), lambda code: _nodes_text(code.nodes))
     return ""  # comments, arguments, headings inside tags
 
 
@@ -81,14 +96,41 @@ def _nodes_text(items: Iterable) -> str:
     return "".join(_node_text(n) for n in items)
 
 
+def repair_punctuation(block: str) -> str:
+    """The punctuation a dropped template or tag leaves, repaired (see _REPAIRS)."""
+    for pattern, replacement in _REPAIRS:
+        block = pattern.sub(replacement, block)
+    return block
+
+
 def _blocks(raw: str) -> str:
-    blocks = (" ".join(b.split()) for b in re.split(r"\n\s*\n", raw))
+    blocks = (repair_punctuation(" ".join(html.unescape(b).split())) for b in re.split(r"\n\s*\n", raw))
     return "\n\n".join(b for b in blocks if b)
+
+
+def drop_tables(wikitext: str) -> str:
+    """The wikitext without its tables: every block from a line that opens "{|" (indented or in a list item too)
+    to its matching "|}", nested tables included. Tables are apparatus (infoboxes, data, layout); removing them by
+    lines keeps an article whose table the parser would leave half-open ("{|{{Infobox ...", a template in a style
+    attribute) instead of losing it to `wikitext_residue`."""
+    out, depth = [], 0
+    for line in wikitext.split("\n"):
+        stripped = line.strip()
+        if _TABLE_LINE.match(line):  # a table opens (a nested one too); a one-line table closes on its line
+            depth += 1 - (stripped.endswith("|}") and len(stripped) > 2)
+            continue
+        if depth:
+            if stripped.startswith("|}"):
+                depth -= 1
+            continue
+        out.append(line)
+    return "\n".join(out)
 
 
 def _split_at_stop(wikitext: str) -> tuple[str, str]:
     stop = _STOP_HEADING.search(wikitext)
-    return (wikitext[:stop.start()], wikitext[stop.start():]) if stop else (wikitext, "")
+    head, tail = (wikitext[:stop.start()], wikitext[stop.start():]) if stop else (wikitext, "")
+    return drop_tables(head), tail
 
 
 def _code_text(code) -> str:
@@ -130,10 +172,11 @@ def text_or_reason(wikitext: str, skip_templates: set[str] = frozenset()) -> tup
         text = _code_text(code)
     except Exception as exc:  # noqa: BLE001 - a parser failure is this page's problem, not the job's
         return "", "wikitext_unparsable", f"{type(exc).__name__}: {exc}"[:300]
-    residue = next((r for r in _RESIDUE if r in text), None)
+    prose = MATH_SPAN.sub("", text)
+    residue = next((r for r in _RESIDUE if r in prose), None)
     if residue:
-        at = text.index(residue)
-        return "", "wikitext_residue", f"{residue!r} left in the text: ...{text[max(0, at - 40):at + 40]}..."
+        at = prose.index(residue)
+        return "", "wikitext_residue", f"{residue!r} left in the text: ...{prose[max(0, at - 40):at + 40]}..."
     if not text:
         return "", "empty_text", f"{len(wikitext)} characters of wikitext, no prose"
     return text, None, ""
