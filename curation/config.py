@@ -56,6 +56,9 @@ DEFAULTS: dict[str, Any] = {
     "shift_audit": dict(AUDIT_DEFAULTS),
     # Debiased release mode, off by default (curation/shift/debias.py); its report goes to manifest["debias"].
     "debias": dict(DEBIAS_DEFAULTS),
+    # Holes and markup in the released text (curation/release/text_defects.py), in manifest["text_defects"]; a
+    # release with a larger share of defective passages than this warns.
+    "text_defects": {"max_share": 0.03},
 }
 
 BUCKET_MODES = ("every", "largest")

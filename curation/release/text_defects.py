@@ -53,3 +53,19 @@ def measure(texts: Iterable[str], max_examples: int = 10) -> dict:
                     examples.append({"kind": kind, "context": context})
     return {"passages": n, "defective": bad, "share": bad / n if n else None, "by_kind": by_kind,
             "examples": examples}
+
+
+def release_defects(stage, max_share: float, max_examples: int = 10) -> dict:
+    """The defect measure of a staged release's passages (data/*.parquet `input`), with the configured bound and
+    a warning when the share is above it: what manifest["text_defects"] holds."""
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+
+    texts = (t for f in sorted((Path(stage) / "data").glob("*.parquet"))
+             for t in pq.read_table(f, columns=["input"]).column("input").to_pylist())
+    out = {**measure(texts, max_examples), "max_share": float(max_share)}
+    if out["share"] is not None and out["share"] > max_share:
+        out["warning"] = (f"{out['share']:.1%} of the released passages have holes or leftover markup (more than "
+                          f"text_defects.max_share = {max_share:.1%}): see the examples")
+    return out

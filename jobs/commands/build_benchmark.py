@@ -35,6 +35,7 @@ def build(cfg: Mapping[str, Any], out: Path | str, *, overrides: tuple[str, ...]
     (jobs/parts/parsed_shards.py)."""
     from curation import sources
     from curation.release.layout import build_manifest, write_manifest
+    from curation.release.text_defects import release_defects
     from curation.io import publish as release_io
     from jobs.kit.redact import credential_keys, redact, secret_values
 
@@ -63,6 +64,9 @@ def build(cfg: Mapping[str, Any], out: Path | str, *, overrides: tuple[str, ...]
             manifest["debias"] = out["debias"]
         if cfg["source"].get("kind") == "corpus":
             manifest["corpus_overlap"] = _corpus_overlap(cfg, stage, out.get("training_overlap"))
+        manifest["text_defects"] = release_defects(stage, float(cfg["text_defects"]["max_share"]))
+        if "warning" in manifest["text_defects"]:
+            log(f"warning: {manifest['text_defects']['warning']}")
         manifest = redact(manifest, secret_values(cfg))
         write_manifest(stage, manifest)
         release_io.publish(stage, dest, job="build-benchmark", rows=out["counts"]["rows_out"])

@@ -118,12 +118,13 @@ def drop_tables(wikitext: str) -> str:
         stripped = line.strip()
         if _TABLE_LINE.match(line):  # a table opens (a nested one too); a one-line table closes on its line
             depth += 1 - (stripped.endswith("|}") and len(stripped) > 2)
+        elif depth and stripped.startswith("|}"):
+            depth -= 1
+        elif not depth:
+            out.append(line)
             continue
-        if depth:
-            if stripped.startswith("|}"):
-                depth -= 1
-            continue
-        out.append(line)
+        if not depth:
+            out.append("")  # a table ends a paragraph, as MediaWiki renders it
     return "\n".join(out)
 
 

@@ -42,11 +42,11 @@ Heavy rain fell for ''three'' days.<!-- hidden --> It rained {{convert|10|mm|in}
 
 def test_wikitext_to_text_keeps_prose_and_drops_apparatus():
     # Hand-derived: infobox, refs, file link, table, comment, headings, See also onwards dropped; link labels kept;
-    # {{convert}} leaves its gap (not expanded); {{lang}} keeps its text; &nbsp; becomes a space; list items are
+    # {{convert}} shows its value and unit; {{lang}} keeps its text; &nbsp; becomes a space; list items are
     # blocks of their own.
     assert wikitext_to_text(ARTICLE) == (
         "The Big Flood was a flood in Springfield on 1 March 2023. It killed three people.\n\n"
-        "Heavy rain fell for three days. It rained in une heure.\n\n"
+        "Heavy rain fell for three days. It rained 10 mm in une heure.\n\n"
         "First item with a link\n\nSecond item")
 
 

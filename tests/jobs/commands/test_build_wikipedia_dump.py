@@ -51,6 +51,9 @@ def test_ray_and_local_runners_give_the_same_release_and_the_manifest_records_bo
     assert m["counts"]["documents_in"] == candidates  # every candidate page the indexes list entered the job
     by = m["counts"]["by_label_bucket"]
     assert by["member"] == by["nonmember"] and sum(by["member"].values()) > 100
+    defects = m["text_defects"]  # every released passage measured for holes and markup
+    assert defects["passages"] == m["counts"]["rows_out"] and defects["max_share"] == 0.03
+    assert defects == manifest(tmp_path / "local")["text_defects"]
 
 
 def test_a_corrupt_stream_is_quarantined_and_the_counts_reconcile(ray_session, dumps, tmp_path: Path):
