@@ -49,7 +49,8 @@ from bs4 import BeautifulSoup
 
 from curation.document import Document, utc
 from curation.io.http import Fetch, HttpError, JsonClient
-from curation.sources.wikipedia.wikitext import STOP_SECTIONS  # one list of apparatus headings for both Wikipedia sources
+from curation.sources.wikipedia.wikitext import (  # one list of apparatus headings, one repair, for both sources
+    STOP_SECTIONS, repair_punctuation)
 
 STAGE = "source.wikipedia"
 DEFAULT_USER_AGENT = "tidemark/0.1 (membership-inference benchmark builder; set source.user_agent to your contact)"
@@ -57,7 +58,9 @@ CATEGORY_NS, ARTICLE_NS = 14, 0
 # Rendered boxes and apparatus that are not prose (class names of MediaWiki's and enwiki's templates).
 DROP_CLASSES = {"infobox", "navbox", "vertical-navbox", "hatnote", "reflist", "references", "reference",
                 "mw-editsection", "thumb", "ambox", "metadata", "noprint", "toc", "shortdescription",
-                "mw-empty-elt", "sidebar", "mw-references-wrap", "gallery", "mwe-math-element"}
+                "mw-empty-elt", "sidebar", "mw-references-wrap", "gallery", "IPA", "haudio"}
+# Pronunciations (class IPA, audio links) go, as the dump path drops {{IPA}} templates; formulas are kept as their
+# TeX between dollar signs (the alt text MediaWiki renders them with), as the dump path keeps <math>.
 
 
 class MediaWikiError(RuntimeError):
@@ -216,6 +219,8 @@ def html_to_text(html: str) -> str:
     opens an apparatus section. Blocks are found at any depth, so both the legacy parser's flat output and
     Parsoid's <section> nesting work; a block inside another kept block is already in that block's text."""
     soup = BeautifulSoup(html, "html.parser")
+    for el in soup.find_all(class_="mwe-math-element"):
+        el.replace_with(f"${_tex(el)}$" if _tex(el) else "")
     # Citation markers ([1], [citation needed]) are <sup class="reference"> / <sup class="noprint ...">.
     for tag in soup.find_all(["table", "style", "script", "figure", "math"]) + soup.find_all(
             class_=lambda c: c is not None and bool(DROP_CLASSES & set(c.split()))):
@@ -232,8 +237,19 @@ def html_to_text(html: str) -> str:
                 blocks.append(tag.get_text())
             else:
                 blocks.extend(li.get_text() for li in tag.find_all("li", recursive=False))
-    text = "\n\n".join(re.sub(r"\s+", " ", b).strip() for b in blocks)
+    text = "\n\n".join(repair_punctuation(re.sub(r"\s+", " ", b).strip()) for b in blocks)
     return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+def _tex(el) -> str:
+    """A rendered formula's TeX: the alt text of its MathML or fallback image, without the {\\displaystyle ...}
+    wrapper MediaWiki adds."""
+    math = el.find("math")
+    img = el.find("img")
+    alt = (math.get("alttext") if math is not None else None) or (img.get("alt") if img is not None else None) or ""
+    alt = alt.strip()
+    m = re.fullmatch(r"\{\\(?:displaystyle|textstyle)\s*(.*)\}", alt, re.S)
+    return " ".join((m.group(1) if m else alt).split())
 
 
 def _page_url(lang: str, title: str) -> str:

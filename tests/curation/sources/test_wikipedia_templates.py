@@ -91,3 +91,38 @@ def test_real_articles_read_as_rendered(shared_data):
     passages = [truncate_words(t, b) for t, reason, _ in results if not reason for b in (32, 64, 128, 256)]
     m = measure(passages)
     assert m["share"] <= 0.03, m
+
+
+WIKITEXT = """'''Germany''' ({{IPAc-en|ˈ|dʒ|ɜːr|m|ə|n|i}}; {{lang-de|Deutschland}}, {{IPA-de|ˈdɔʏtʃlant|pron}}), officially \
+the [[Federal Republic of Germany]],<ref>{{cite web|title=x}}</ref> is a country in [[Central Europe]]. It \
+covers 1871{{ndash}}1945 and more.
+
+The relation is <math>a^{2}+b^{2}=c^{2}</math> for right triangles, see [[Kruskal&ndash;Wallis test|Kruskal&ndash;Wallis]].
+"""
+# The same revision as MediaWiki's legacy parser renders it (its markup for IPA, lang-xx, references, math).
+RENDERED = """<div class="mw-parser-output"><p><b>Germany</b> (<span class="rt-commentedText nowrap"><span \
+class="IPA nopopups noexcerpt" lang="en-fonipa"><a href="/wiki/Help:IPA/English" title="Help:IPA/English">/<span \
+style="border-bottom:1px dotted"><span title="/ˈ/: primary stress follows">ˈ</span><span title="/dʒ/: 'j' in 'jam'">\
+dʒ</span></span>/</a></span></span>; German: <i lang="de">Deutschland</i>, <span class="IPA" lang="de-fonipa"><a \
+href="/wiki/Help:IPA/Standard_German">[ˈdɔʏtʃlant]</a></span><span class="noprint"> <span class="unicode haudio">\
+<a href="/wiki/File:De-Deutschland.ogg">listen</a></span></span>), officially the <a \
+href="/wiki/Federal_Republic_of_Germany">Federal Republic of Germany</a>,<sup id="cite_ref-1" class="reference"><a \
+href="#cite_note-1">[1]</a></sup> is a country in <a href="/wiki/Central_Europe">Central Europe</a>. It covers \
+1871–1945 and more.</p>
+<p>The relation is <span class="mwe-math-element"><span class="mwe-math-mathml-inline mwe-math-mathml-a11y" \
+style="display: none;"><math xmlns="http://www.w3.org/1998/Math/MathML" alttext="{\\displaystyle a^{2}+b^{2}=c^{2}}">\
+<semantics><mrow><msup><mi>a</mi><mn>2</mn></msup></mrow></semantics></math></span><img src="x.svg" \
+class="mwe-math-fallback-image-inline" alt="{\\displaystyle a^{2}+b^{2}=c^{2}}"></span> for right triangles, see <a \
+href="/wiki/Kruskal%E2%80%93Wallis_test">Kruskal–Wallis</a>.</p></div>"""
+
+
+def test_the_dump_and_the_api_give_the_same_text_for_the_same_revision():
+    """Pronunciations gone with their separators, the language label kept, the citation marker gone, the formula
+    as $TeX$ in both; {{convert}} is the one known difference (the rendered page adds the computed conversion)."""
+    from curation.sources.wikipedia.api import html_to_text
+
+    expected = ("Germany (German: Deutschland), officially the Federal Republic of Germany, is a country in Central "
+                "Europe. It covers 1871–1945 and more.\n\n"
+                "The relation is $a^{2}+b^{2}=c^{2}$ for right triangles, see Kruskal–Wallis.")
+    assert wikitext_to_text(WIKITEXT) == expected
+    assert html_to_text(RENDERED) == expected
