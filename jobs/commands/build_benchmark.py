@@ -64,9 +64,12 @@ def build(cfg: Mapping[str, Any], out: Path | str, *, overrides: tuple[str, ...]
             manifest["debias"] = out["debias"]
         if cfg["source"].get("kind") == "corpus":
             manifest["corpus_overlap"] = _corpus_overlap(cfg, stage, out.get("training_overlap"))
-        manifest["text_defects"] = release_defects(stage, float(cfg["text_defects"]["max_share"]))
-        if "warning" in manifest["text_defects"]:
-            log(f"warning: {manifest['text_defects']['warning']}")
+        defects = manifest["text_defects"] = release_defects(stage, float(cfg["text_defects"]["max_share"]))
+        if defects["passages"]:
+            log(f"text defects: {defects['defective']} of {defects['passages']} released passages "
+                f"({defects['share']:.1%}) have holes or leftover markup {defects['by_kind']}")
+        if "warning" in defects:
+            log(f"warning: {defects['warning']}")
         manifest = redact(manifest, secret_values(cfg))
         write_manifest(stage, manifest)
         release_io.publish(stage, dest, job="build-benchmark", rows=out["counts"]["rows_out"])

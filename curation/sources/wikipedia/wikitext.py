@@ -161,6 +161,11 @@ def _skip_template(code, tail: str, skip_templates: set[str]) -> str | None:
                  if f"{{{{{name}}}}}" in tail or f"{{{{{name}|" in tail or f"{{{{ {name}" in tail), None)
 
 
+def _residue(text: str) -> str | None:
+    prose = MATH_SPAN.sub("", text)
+    return next((r for r in _RESIDUE if r in prose), None)
+
+
 def text_or_reason(wikitext: str, skip_templates: set[str] = frozenset()) -> tuple[str, str | None, str]:
     """(text, None, "") for a usable article, else ("", reason, detail): `skip_template` (a disambiguation page
     and the like), `wikitext_unparsable`, `wikitext_residue` (unbalanced markup left in the text), `empty_text`."""
@@ -173,9 +178,17 @@ def text_or_reason(wikitext: str, skip_templates: set[str] = frozenset()) -> tup
         text = _code_text(code)
     except Exception as exc:  # noqa: BLE001 - a parser failure is this page's problem, not the job's
         return "", "wikitext_unparsable", f"{type(exc).__name__}: {exc}"[:300]
-    prose = MATH_SPAN.sub("", text)
-    residue = next((r for r in _RESIDUE if r in prose), None)
+    residue = _residue(text)
+    if residue:  # the parser's bold/italic state can swallow a template ('' unbalanced across it): parse again
+        # without style tags, whose markers are then plain "''" runs, removed (in wikitext they are never text)
+        try:
+            retry = re.sub(r"'{2,}", "", _code_text(mwparserfromhell.parse(head, skip_style_tags=True)))
+        except Exception:  # noqa: BLE001 - the first parse's answer stands
+            retry = ""
+        if retry and not _residue(retry):
+            text, residue = retry, None
     if residue:
+        prose = MATH_SPAN.sub("", text)
         at = prose.index(residue)
         return "", "wikitext_residue", f"{residue!r} left in the text: ...{prose[max(0, at - 40):at + 40]}..."
     if not text:
