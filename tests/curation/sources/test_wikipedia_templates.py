@@ -39,7 +39,9 @@ from curation.sources.wikipedia.wikitext import drop_tables, repair_punctuation,
     ("a {{mvar|x}} and {{math|2 + 2}}", "a x and 2 + 2"),
     # unknown and pronunciation templates: gone, with their separators
     ("France ({{IPAc-en|f|r|ɑː|n|s}} or {{IPAc-en|f|r|æ|n|s}}; {{IPA-fr|fʁɑ̃s}}), officially", "France, officially"),
-    ("Apple designs and sells {{vanchor|smartphones}}, kitchen appliances", "Apple designs and sells, kitchen appliances"),
+    ("Apple designs and sells {{vanchor|smartphones}}, {{unknown template|x}} kitchen appliances",
+     "Apple designs and sells smartphones, kitchen appliances"),
+    ("It cost {{US$|1.2 million}} in 1999{{snd}}a record.", "It cost US$1.2 million in 1999 – a record."),
     ("Mercedes-Benz ({{IPA-de|ˌmɛʁˈtseː.dəs}}) is", "Mercedes-Benz is"),
 ])
 def test_templates_render_as_the_article_shows_them(wikitext, text):
