@@ -213,9 +213,9 @@ def _parse_sets(specs: List[str]) -> tuple:
 
 
 def register(app: typer.Typer) -> None:
-    infra = typer.Typer(help="Cluster manifests: KubeRay RayJobs rendered from infra/kuberay/base.yaml.",
-                        no_args_is_help=True)
-    app.add_typer(infra, name="infra")
+    from jobs.kit.options import group
+
+    infra = group(app, "infra", "Cluster manifests: KubeRay RayJobs rendered from infra/kuberay/base.yaml.")
 
     @infra.command("render")
     def render_cmd(

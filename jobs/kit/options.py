@@ -65,3 +65,10 @@ def command(config: type, run: Callable[[Any], Any], *, doc: str, skip: Sequence
     cmd.__doc__ = doc
     cmd.__name__ = config.__name__.removesuffix("Config").lower() or "command"
     return cmd
+
+
+def group(app: typer.Typer, name: str, help: str) -> typer.Typer:
+    """A command group (`tidemark NAME SUBCOMMAND`) added to `app`; its bare name prints its help."""
+    sub = typer.Typer(help=help, no_args_is_help=True)
+    app.add_typer(sub, name=name)
+    return sub

@@ -30,6 +30,7 @@ LOCAL_ONLY = {
     "rescore": "recomputes detectors from saved token stats, without a model: seconds on a laptop",
     "demo": "a self-contained laptop demo (a tiny GPT-2 trained in the process)",
     "infra": "renders these manifests",
+    "canary": "makes a canary set on the owner's machine (seconds, no model)",
 }
 
 
