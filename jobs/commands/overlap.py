@@ -85,46 +85,27 @@ def read_rows(cfg: OverlapConfig) -> tuple[list[dict], list[dict]]:
     return read_benchmark(cfg.benchmark, text_field=cfg.benchmark_field, require_label=False)
 
 
-def scan_corpus(cfg: OverlapConfig, bench, dest) -> tuple:
-    """The streaming scan: (merged Matches, corpus counts, part-loop stats)."""
-    from curation.io.ledger import Ledger
-    from curation.io.outputs import new_run_id
+def scan(cfg: OverlapConfig, bench, dest) -> tuple:
+    """The streaming scan (jobs/parts/corpus_overlap.scan_corpus): (merged Matches, corpus counts, part stats)."""
     from jobs.kit.identity import json_digest, tool_version
     from jobs.kit.runtime import start_driver
-    from jobs.parts.corpus_overlap import (NOT_ISOLATED, PART_DIRS, merged_matches, part_digest, plan_corpus_parts,
-                                           run_pool)
-    from jobs.plane.part_loop import run_parts
-    from jobs.plane.part_store import PartStore
+    from jobs.parts.corpus_overlap import scan_corpus
 
-    opts = {"requester_pays": cfg.requester_pays}
-    parts = plan_corpus_parts(cfg.corpus, opts)
     settings = {"n": cfg.n, "text_field": cfg.text_field, "id_field": cfg.id_field or None,
-                "max_sources": cfg.max_sources, "opts": opts}
+                "max_sources": cfg.max_sources, "opts": {"requester_pays": cfg.requester_pays}}
     fingerprint = json_digest({"job": STAGE, **{k: v for k, v in settings.items() if k != "opts"},
                                "benchmark_ngrams": hashlib.sha256(bench.distinct.tobytes()).hexdigest(),
                                "tool": tool_version()})
-    shared: dict = {}
-
-    def start() -> None:  # only when a part is left to scan: a finished run resumes without a cluster
-        import ray
-
-        start_driver()
-        shared["distinct"] = ray.put(bench.distinct)
-
-    stats: dict = {}
-    summaries = run_parts(parts, index=lambda p: p.index, digests={p.index: part_digest(p, opts) for p in parts},
-                          store=PartStore(dest, fingerprint, PART_DIRS),
-                          pool=lambda pending: run_pool(pending, shared["distinct"], settings, dest.uri,
-                                                        cfg.progress),
-                          stats=stats, run_id=new_run_id(), resume=cfg.resume, not_isolated=NOT_ISOLATED,
-                          start=start)
-    corpus = Ledger.of_parts(summaries, rows_in="records", rows_out="documents", what="corpus part")
-    counts = {"corpus_files": len(parts), "corpus_bytes": sum(p.bytes for p in parts),
-              "corpus_records": corpus.rows_in, "corpus_documents": corpus.rows_out,
-              "corpus_quarantined": corpus.quarantined, "corpus_reasons": dict(sorted(corpus.reasons.items())),
-              "corpus_ngrams": sum(s["ngrams"] for s in summaries.values())}
-    parts_stats = {k: stats.get(k, 0) for k in ("parts", "reused", "scored", "replans", "nodes_lost")}
-    return merged_matches(dest, summaries, cfg.max_sources), counts, parts_stats
+    # start: Ray is joined only when a part is left to scan, so a finished run resumes without a cluster
+    res = scan_corpus(cfg.corpus, bench.distinct, settings=settings, where=dest, fingerprint=fingerprint,
+                      what="corpus part", resume=cfg.resume, progress=cfg.progress, start=start_driver)
+    c = res.ledger
+    counts = {"corpus_files": len(res.parts), "corpus_bytes": sum(p.bytes for p in res.parts),
+              "corpus_records": c.rows_in, "corpus_documents": c.rows_out, "corpus_quarantined": c.quarantined,
+              "corpus_reasons": dict(sorted(c.reasons.items())),
+              "corpus_ngrams": sum(s["ngrams"] for s in res.summaries.values())}
+    parts_stats = {k: res.stats.get(k, 0) for k in ("parts", "reused", "scored", "replans", "nodes_lost")}
+    return res.matches, counts, parts_stats
 
 
 def ask_index(cfg: OverlapConfig, bench) -> tuple:
@@ -162,7 +143,7 @@ def run_overlap(cfg: OverlapConfig) -> dict:
                          f"{MAX_BENCHMARK_NGRAMS:,} this command broadcasts to its workers; split the benchmark and "
                          "run it in pieces")
     dest, out = open_output(cfg.out)
-    matches, corpus_counts, parts_stats = scan_corpus(cfg, bench, dest) if cfg.corpus else ask_index(cfg, bench)
+    matches, corpus_counts, parts_stats = scan(cfg, bench, dest) if cfg.corpus else ask_index(cfg, bench)
     results = row_results(bench, matches, cfg.threshold, cfg.max_sources)
     benchmark = Ledger(len(rows) + len(bad_rows), len(results), {})
     for q in bad_rows:

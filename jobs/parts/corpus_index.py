@@ -193,14 +193,8 @@ def index_part(part: dict, settings: Mapping[str, Any], dest_uri: str) -> dict:
 
 
 def run_pool(parts, settings: Mapping[str, Any], dest_uri: str, progress: bool) -> Iterator[dict]:
-    """A Ray task per part, results as they finish; no part finishing within the stall bound raises StalledPool."""
-    import ray
+    """A Ray task per part, results as they finish, under the stall bound (jobs/plane/task_map.watched_tasks)."""
+    from jobs.plane.task_map import watched_tasks
 
-    from jobs.plane.retry_policy import STALL_TIMEOUT_S
-    from jobs.plane.task_map import gather
-    from jobs.plane.watch import capacity_line, watch
-
-    task = ray.remote(num_cpus=TASK_CPUS, max_retries=2)(index_part)
-    refs = [task.remote(asdict(p), dict(settings), dest_uri) for p in parts]
-    yield from watch(gather(refs, desc="index parts", progress=progress), STALL_TIMEOUT_S,
-                     lambda: capacity_line({"CPU": TASK_CPUS}))
+    yield from watched_tasks(index_part, [(asdict(p), dict(settings), dest_uri) for p in parts],
+                             desc="index parts", num_cpus=TASK_CPUS, progress=progress)

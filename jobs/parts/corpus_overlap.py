@@ -100,17 +100,52 @@ def scan_part(part: dict, distinct, settings: Mapping[str, Any], dest_uri: str) 
 
 def run_pool(parts: list[CorpusPart], distinct_ref, settings: Mapping[str, Any], dest_uri: str,
              progress: bool) -> Iterator[dict]:
-    """A Ray task per part, results as they finish; no part finishing within the stall bound raises StalledPool."""
-    import ray
+    """A Ray task per part, results as they finish, under the stall bound (jobs/plane/task_map.watched_tasks)."""
+    from jobs.plane.task_map import watched_tasks
 
-    from jobs.plane.retry_policy import STALL_TIMEOUT_S
-    from jobs.plane.task_map import gather
-    from jobs.plane.watch import capacity_line, watch
+    yield from watched_tasks(scan_part, [(asdict(p), distinct_ref, dict(settings), dest_uri) for p in parts],
+                             desc="corpus parts", num_cpus=TASK_CPUS, progress=progress)
 
-    task = ray.remote(num_cpus=TASK_CPUS, max_retries=2)(scan_part)
-    refs = [task.remote(asdict(p), distinct_ref, dict(settings), dest_uri) for p in parts]
-    yield from watch(gather(refs, desc="corpus parts", progress=progress), STALL_TIMEOUT_S,
-                     lambda: capacity_line({"CPU": TASK_CPUS}))
+
+@dataclass
+class CorpusScan:
+    """What a scan of a corpus left for the driver: its parts, their summaries and ledger, the part loop's stats
+    and the merged matches (benchmark-sized)."""
+
+    parts: list
+    summaries: dict
+    ledger: Any
+    stats: dict
+    matches: Any
+
+
+def scan_corpus(corpus: str, distinct, *, settings: Mapping[str, Any], where, fingerprint: str, what: str,
+                resume: bool = True, progress: bool = True, start=None) -> CorpusScan:
+    """The one corpus scan (`tidemark overlap`, `audit --reference-corpus`, the corpus recipe): every file of
+    `corpus` against the `distinct` n-gram hashes, through the one part loop with its parts under `where`;
+    `distinct` goes to the object store once, when the first part is left to scan (after `start`)."""
+    from curation.io.ledger import Ledger
+    from curation.io.outputs import new_run_id
+    from jobs.plane.part_loop import run_parts
+    from jobs.plane.part_store import PartStore
+
+    opts = settings["opts"]
+    parts = plan_corpus_parts(corpus, opts)
+    shared: dict = {}
+
+    def pool(pending):
+        import ray
+
+        if "distinct" not in shared:
+            shared["distinct"] = ray.put(distinct)
+        return run_pool(pending, shared["distinct"], settings, where.uri, progress)
+
+    stats: dict = {}
+    summaries = run_parts(parts, index=lambda p: p.index, digests={p.index: part_digest(p, opts) for p in parts},
+                          store=PartStore(where, fingerprint, PART_DIRS), pool=pool, stats=stats,
+                          run_id=new_run_id(), resume=resume, not_isolated=NOT_ISOLATED, start=start)
+    ledger = Ledger.of_parts(summaries, rows_in="records", rows_out="documents", what=what)
+    return CorpusScan(parts, summaries, ledger, stats, merged_matches(where, summaries, settings["max_sources"]))
 
 
 def merged_matches(dest, indices, max_sources: int):

@@ -33,32 +33,21 @@ def found_ngrams(tasks: Sequence[dict], reference: str, n: int, dest, progress: 
     """(FoundNgrams of the audited documents in the reference corpus, the corpus read's counts)."""
     import hashlib
 
-    import ray
-
-    from curation.io.ledger import Ledger
-    from curation.io.outputs import Location, new_run_id
+    from curation.io.outputs import Location
     from jobs.kit.identity import json_digest, tool_version
-    from jobs.parts.corpus_overlap import (NOT_ISOLATED, PART_DIRS, merged_matches, part_digest, plan_corpus_parts,
-                                           run_pool)
-    from jobs.plane.part_loop import run_parts
-    from jobs.plane.part_store import PartStore
+    from jobs.parts.corpus_overlap import scan_corpus
     from jobs.plane.task_map import ray_task_map
     from scoring.overlap.matching import MAX_SOURCES, FoundNgrams
     from scoring.overlap.ngrams import unique_sorted
 
     audited = unique_sorted(ray_task_map(task_ngrams, [{"task": t} for t in tasks], {"n": n},
                                          desc="audited n-grams", progress=progress, num_cpus=0.5))
-    parts = plan_corpus_parts(reference, {})
     settings = {"n": n, "text_field": TEXT_FIELDS, "id_field": "id", "max_sources": MAX_SOURCES, "opts": {}}
-    where = Location(dest.child(REFERENCE_DIR))
-    store = PartStore(where, json_digest({"job": "audit-reference", "n": n, "tool": tool_version(),
-                                          "audited": hashlib.sha256(audited.tobytes()).hexdigest()}), PART_DIRS)
-    distinct = ray.put(audited)
-    summaries = run_parts(parts, index=lambda p: p.index, digests={p.index: part_digest(p, {}) for p in parts},
-                          store=store, pool=lambda pending: run_pool(pending, distinct, settings, where.uri, progress),
-                          stats={}, run_id=new_run_id(), not_isolated=NOT_ISOLATED)
-    corpus = Ledger.of_parts(summaries, rows_in="records", rows_out="documents", what="reference corpus part")
-    found = FoundNgrams.of(merged_matches(where, summaries, MAX_SOURCES), n)
-    return found, {"files": len(parts), "documents": corpus.rows_out, "quarantined": corpus.quarantined,
-                   "reasons": dict(sorted(corpus.reasons.items())), "audited_ngrams": int(audited.size),
+    scan = scan_corpus(reference, audited, settings=settings, where=Location(dest.child(REFERENCE_DIR)),
+                       fingerprint=json_digest({"job": "audit-reference", "n": n, "tool": tool_version(),
+                                                "audited": hashlib.sha256(audited.tobytes()).hexdigest()}),
+                       what="reference corpus part", progress=progress)
+    found = FoundNgrams.of(scan.matches, n)
+    return found, {"files": len(scan.parts), "documents": scan.ledger.rows_out, "quarantined": scan.ledger.quarantined,
+                   "reasons": dict(sorted(scan.ledger.reasons.items())), "audited_ngrams": int(audited.size),
                    "found_ngrams": int(found.hashes.size)}

@@ -31,17 +31,11 @@ def training_overlap(source_cfg: Mapping[str, Any], dest, log: Callable[[str], N
     """(FoundNgrams: the training n-grams in the held-out passages, the scan's counts)."""
     import hashlib
 
-    import ray
-
     from curation.io import storage
     from curation.io.corpus_files import corpus_files
-    from curation.io.ledger import Ledger
-    from curation.io.outputs import Location, new_run_id
+    from curation.io.outputs import Location
     from jobs.kit.identity import json_digest, tool_version
-    from jobs.parts.corpus_overlap import (NOT_ISOLATED, PART_DIRS, merged_matches, part_digest, plan_corpus_parts,
-                                           run_pool)
-    from jobs.plane.part_loop import run_parts
-    from jobs.plane.part_store import PartStore
+    from jobs.parts.corpus_overlap import scan_corpus
     from jobs.plane.task_map import ray_task_map
     from scoring.overlap.matching import MAX_SOURCES, FoundNgrams
     from scoring.overlap.ngrams import unique_sorted
@@ -52,23 +46,18 @@ def training_overlap(source_cfg: Mapping[str, Any], dest, log: Callable[[str], N
     held = unique_sorted(ray_task_map(heldout_ngrams, [{"file": f, "root": root} for f in files],
                                       {"cfg": dict(source_cfg), "n": n}, desc="held-out n-grams", progress=progress,
                                       num_cpus=0.5))
-    parts = plan_corpus_parts(str(source_cfg["train"]), opts)
     settings = {"n": n, "text_field": source_cfg.get("text_field") or "text",
                 "id_field": source_cfg.get("id_field") or "id", "max_sources": MAX_SOURCES, "opts": opts}
-    where = Location(dest.child(OVERLAP_DIR))
-    store = PartStore(where, json_digest({"job": "corpus-overlap", "tool": tool_version(), "n": n,
-                                          "fields": [settings["text_field"], settings["id_field"]],
-                                          "heldout": hashlib.sha256(held.tobytes()).hexdigest()}), PART_DIRS)
-    distinct = ray.put(held)
-    summaries = run_parts(parts, index=lambda p: p.index, digests={p.index: part_digest(p, opts) for p in parts},
-                          store=store, pool=lambda pending: run_pool(pending, distinct, settings, where.uri, progress),
-                          stats={}, run_id=new_run_id(), not_isolated=NOT_ISOLATED)
-    train = Ledger.of_parts(summaries, rows_in="records", rows_out="documents", what="training corpus part")
-    found = FoundNgrams.of(merged_matches(where, summaries, MAX_SOURCES), n)
+    scan = scan_corpus(str(source_cfg["train"]), held, settings=settings, where=Location(dest.child(OVERLAP_DIR)),
+                       fingerprint=json_digest({"job": "corpus-overlap", "tool": tool_version(), "n": n,
+                                                "fields": [settings["text_field"], settings["id_field"]],
+                                                "heldout": hashlib.sha256(held.tobytes()).hexdigest()}),
+                       what="training corpus part", progress=progress)
+    found = FoundNgrams.of(scan.matches, n)
     log(f"training overlap: {found.hashes.size:,} of the held-out passages' {held.size:,} distinct {n}-grams occur "
-        f"in the training corpus ({len(parts)} file(s), {train.rows_out:,} documents)")
-    return found, {"train_files": len(parts), "train_documents": train.rows_out,
-                   "train_quarantined": train.quarantined, "heldout_files": len(files),
+        f"in the training corpus ({len(scan.parts)} file(s), {scan.ledger.rows_out:,} documents)")
+    return found, {"train_files": len(scan.parts), "train_documents": scan.ledger.rows_out,
+                   "train_quarantined": scan.ledger.quarantined, "heldout_files": len(files),
                    "heldout_ngrams": int(held.size), "found_ngrams": int(found.hashes.size)}
 
 

@@ -28,3 +28,18 @@ def gather(pending: Sequence, *, desc: str, progress: bool = True) -> Iterator:
             ready, pending = ray.wait(pending, num_returns=1)
             yield from ray.get(ready)
             bar.update(len(ready))
+
+
+def watched_tasks(fn: Callable, calls: Sequence[tuple], *, desc: str, num_cpus: float, progress: bool = True,
+                  max_retries: int = 2) -> Iterator:
+    """fn(*call) for every call as a Ray task, results as they finish, under the part loop's stall bound: no task
+    finishing within STALL_TIMEOUT_S raises StalledPool, saying what a task needs and what the cluster offers."""
+    import ray
+
+    from jobs.plane.retry_policy import STALL_TIMEOUT_S
+    from jobs.plane.watch import capacity_line, watch
+
+    task = ray.remote(num_cpus=num_cpus, max_retries=max_retries)(fn)
+    refs = [task.remote(*call) for call in calls]
+    yield from watch(gather(refs, desc=desc, progress=progress), STALL_TIMEOUT_S,
+                     lambda: capacity_line({"CPU": num_cpus}))
