@@ -16,6 +16,9 @@ Benchmarks (each writes <out>/<name>.json; all together <out>/summary.md and <ou
               rows/s at several concurrencies, and the error against local scoring (also api_scoring.png)
   paraphrase  the known-membership study's AUCs on the original and on WordNet- and MLM-paraphrased copies, every
               detector incl. neighbour (also paraphrase.md: the README's table)
+  canary      the canary test's false-positive rate under the null (1,000 re-drawn coins on canaries no model saw)
+              and its power against repetitions and canary length (tiny GPT-2s trained with planted canaries;
+              also canary.md and canary.png)
   chaos       the real CLI on a genuine two-node Ray cluster (ray.cluster_utils.Cluster) losing its worker node
               mid-job (evaluate, audit, build-benchmark), a driver SIGKILLed before a head restart, a cluster left
               with no room for a scorer: what was killed, when, what the job did, seconds lost, outputs identical
@@ -32,7 +35,8 @@ import time
 import traceback
 from pathlib import Path
 
-BENCHES = ("throughput", "memory", "detectors", "e2e", "curation", "shift_audit", "api", "paraphrase", "chaos")
+BENCHES = ("throughput", "memory", "detectors", "e2e", "curation", "shift_audit", "api", "paraphrase", "canary",
+           "chaos")
 
 FULL = {
     "throughput": {"models": {"gpt2-tiny": {"tokens": 16384, "repeats": 2}, "gpt2-36m": {"tokens": 4096, "repeats": 1}},
@@ -44,6 +48,7 @@ FULL = {
     "shift_audit": {"rows": 10_000},
     "api": None,  # bench/api_bench.py's FULL
     "paraphrase": None,  # bench/paraphrase_study.py's FULL
+    "canary": None,  # bench/canary_bench.py's FULL
     "chaos": None,  # every scenario of bench/chaos_bench.py
 }
 QUICK = {
@@ -55,6 +60,7 @@ QUICK = {
     "shift_audit": {"rows": 1_000},
     "api": "quick",  # bench/api_bench.py's QUICK
     "paraphrase": "quick",  # bench/paraphrase_study.py's QUICK
+    "canary": "quick",  # bench/canary_bench.py's QUICK
     "chaos": ("evaluate-node-loss",),
 }
 PASSAGE_WORDS = 104  # ~170 tokens with the tiny model's 2000-token BPE (the "~170 tokens")
@@ -111,6 +117,11 @@ def main(argv: list[str] | None = None) -> int:
     total = time.perf_counter() - started
     if "paraphrase" in results:
         (out / "paraphrase.md").write_text(results["paraphrase"]["table_md"])
+    if "canary" in results:
+        from bench.canary_bench import markdown as canary_md, plot as plot_canary
+
+        (out / "canary.md").write_text(canary_md(results["canary"]))
+        plot_canary(results["canary"], out / "canary.png")
     if "api" in results:
         from bench.api_bench import plot as plot_api
 
@@ -229,6 +240,12 @@ def run_paraphrase(cfg, work: Path, shared: dict) -> dict:
     return {**res, "table_md": markdown(res)}
 
 
+def run_canary(cfg, work: Path, shared: dict) -> dict:
+    from bench.canary_bench import FULL as C_FULL, QUICK as C_QUICK, run_bench
+
+    return run_bench(C_QUICK if cfg == "quick" else C_FULL, work / "canary")
+
+
 def run_chaos(cfg, work: Path, shared: dict) -> dict:
     from bench.chaos_bench import SCENARIOS, all_held, run_chaos as chaos
 
@@ -240,7 +257,7 @@ def run_chaos(cfg, work: Path, shared: dict) -> dict:
 
 RUNNERS = {"throughput": run_throughput, "memory": run_memory, "detectors": run_detectors, "e2e": run_e2e,
            "curation": run_curation, "shift_audit": run_shift_audit, "api": run_api, "paraphrase": run_paraphrase,
-           "chaos": run_chaos}
+           "canary": run_canary, "chaos": run_chaos}
 
 
 # ---- summary ----------------------------------------------------------------------------------------------------
@@ -367,6 +384,11 @@ def render_summary(results: dict, errors: dict, total: float, args) -> str:
         lines.append("")
     if "paraphrase" in results:
         lines += ["## The paraphrased setting (AUC)", "", results["paraphrase"]["table_md"]]
+    if "canary" in results:
+        from bench.canary_bench import markdown as canary_md
+
+        lines += ["## The canary test: false positives under the null, power against repetitions", "",
+                  canary_md(results["canary"])]
     if "chaos" in results:
         lines += ["## Node loss on a two-node Ray cluster", "",
                   "| scenario | fault at (s) | what the job did | seconds (clean) | lost | identical | counts |",

@@ -8,7 +8,8 @@ was published.
 Files (`make_canaries`, written by `tidemark canary make`):
     canaries.jsonl   {"id", "text", "role"} per canary, in id order
     plant.txt        only the canaries to publish, one per line
-    manifest.json    generator, seed, n, words per canary, plant share, and the sha256 of canaries.jsonl: a
+    manifest.json    generator (random words, or a local LM's samples: its files' digests and the temperature),
+                     seed, n, words per canary, plant share, and the sha256 of canaries.jsonl: a
                      commitment the owner can publish or timestamp before planting
 `load_canaries` refuses, before any scoring, a file that does not match its manifest's digest (edited after
 `make`), a missing or unknown role, a duplicate id or an empty text.
@@ -44,27 +45,43 @@ def vocabulary(size: int = VOCABULARY) -> list[str]:
     return [w for w in top_n_list("en", size * 2) if re.fullmatch(r"[a-z]{3,}", w)][:size]
 
 
-def make_canaries(n: int, seed: int, words: int = 16, plant_share: float = 0.5) -> list[dict]:
-    """N canaries of `words` random vocabulary words, ids canary-00000.., roles from a seeded coin (exactly
-    round(n * plant_share) planted, chosen by a seeded shuffle, so both halves are non-empty for n >= 2)."""
+def make_canaries(n: int, seed: int, words: int = 16, plant_share: float = 0.5, *, lm: str | None = None,
+                  temperature: float = 1.0) -> list[dict]:
+    """N canaries of `words` words, ids canary-00000.., roles from a seeded coin (exactly round(n * plant_share)
+    planted, chosen by a seeded shuffle, so both halves are non-empty for n >= 2). The words are random vocabulary
+    words, or, with `lm` (a local model directory), the model's samples at `temperature` (curation/canary_lm.py)."""
     if n < 2:
         raise CanaryError("at least 2 canaries are needed: one planted and one held out")
     if not 0 < plant_share < 1:
         raise CanaryError("--plant-share must be between 0 and 1")
     rng = random.Random(seed)
-    vocab = vocabulary()
-    texts, seen = [], set()
-    while len(texts) < n:
-        text = " ".join(rng.choice(vocab) for _ in range(words))
-        if text not in seen:  # unique sequences; at 20k^16 collisions do not happen, but the check is cheap
-            seen.add(text)
-            texts.append(text)
+    if lm:
+        from curation.canary_lm import sample_texts
+
+        try:
+            texts = sample_texts(lm, n, words, seed, temperature)
+        except (OSError, ValueError) as exc:
+            raise CanaryError(f"--generator lm:{lm}: {exc}") from None
+    else:
+        vocab = vocabulary()
+        texts, seen = [], set()
+        while len(texts) < n:
+            text = " ".join(rng.choice(vocab) for _ in range(words))
+            if text not in seen:  # unique sequences; at 20k^16 collisions do not happen, but the check is cheap
+                seen.add(text)
+                texts.append(text)
+    roles = draw_roles(n, rng, plant_share)
+    return [{"id": f"canary-{i:05d}", "text": t, "role": r} for i, (t, r) in enumerate(zip(texts, roles))]
+
+
+def draw_roles(n: int, rng: random.Random, plant_share: float = 0.5) -> list[str]:
+    """The coin: exactly round(n * plant_share) of n canaries planted (at least one of each role), chosen by a
+    shuffle from `rng`. make_canaries draws with it, and the null bench re-draws with it."""
     planted = max(1, min(n - 1, round(n * plant_share)))
     order = list(range(n))
     rng.shuffle(order)
     plant = set(order[:planted])
-    return [{"id": f"canary-{i:05d}", "text": t, "role": "plant" if i in plant else "holdout"}
-            for i, t in enumerate(texts)]
+    return ["plant" if i in plant else "holdout" for i in range(n)]
 
 
 def canaries_bytes(canaries: list[dict]) -> bytes:
@@ -72,7 +89,7 @@ def canaries_bytes(canaries: list[dict]) -> bytes:
 
 
 def write_canaries(out: Path, canaries: list[dict], *, seed: int, words: int, plant_share: float,
-                   tool: str) -> dict:
+                   tool: str, generator: dict | None = None) -> dict:
     """canaries.jsonl, plant.txt and manifest.json (written last): the manifest's digest commits to the set."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -81,8 +98,8 @@ def write_canaries(out: Path, canaries: list[dict], *, seed: int, words: int, pl
     plant = [c["text"] for c in canaries if c["role"] == "plant"]
     note = "\n".join(f"# {line}" if line else "#" for line in PLANTING_NOTE.strip().split("\n"))
     (out / "plant.txt").write_text(note + "\n\n" + "\n".join(plant) + "\n")
-    manifest = {"generator": GENERATOR_WORDS, "vocabulary": f"wordfreq top {VOCABULARY} English words",
-                "seed": seed, "n": len(canaries), "words": words, "plant_share": plant_share,
+    made_by = generator or {"generator": GENERATOR_WORDS, "vocabulary": f"wordfreq top {VOCABULARY} English words"}
+    manifest = {**made_by, "seed": seed, "n": len(canaries), "words": words, "plant_share": plant_share,
                 "roles": {r: sum(c["role"] == r for c in canaries) for r in ROLES},
                 "canaries_sha256": hashlib.sha256(data).hexdigest(), "tool": tool}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")

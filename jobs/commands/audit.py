@@ -149,7 +149,8 @@ def run_audit(cfg: AuditConfig) -> dict:
     from jobs.parts.audit_snippets import fetch_texts
     from jobs.plane.driver_memory import trim
     from jobs.parts.doc_inputs import ROW_SUFFIXES, document_files
-    from jobs.commands.evaluate import PhaseClock, token_freq_from_corpus
+    from jobs.commands.evaluate import token_freq_from_corpus
+    from jobs.kit.log import PhaseClock
     from jobs.plane.part_loop import score_benchmark
     from jobs.plane.part_store import read_parts
     from jobs.kit.identity import json_digest, model_identity, open_output, publish, tool_version

@@ -58,7 +58,7 @@ def run_dataset_inference(cfg: DatasetInferenceConfig) -> dict:
 
     from jobs.parts.audit_snippets import plan_tasks, run_staging
     from jobs.parts.doc_inputs import ROW_SUFFIXES, document_files
-    from jobs.commands.evaluate import PhaseClock
+    from jobs.kit.log import PhaseClock
     from jobs.kit.runtime import start_driver
     from jobs.plane.part_loop import score_benchmark
     from jobs.plane.part_store import read_parts

@@ -157,7 +157,7 @@ def run_doc_mia(cfg: DocMiaConfig) -> dict:
     from tqdm import tqdm
 
     from jobs.parts.doc_mia_grid import GRID_DIR, run_grid_on_parts
-    from jobs.commands.evaluate import PhaseClock
+    from jobs.kit.log import PhaseClock
     from curation.io.ledger import ReconcileError, Ledger
     from jobs.kit.identity import open_output, publish
     from scoring.audits.docmia.features import make_extractor

@@ -13,7 +13,7 @@ from typing import Optional
 import numpy as np
 import typer
 
-from jobs.kit.log import log
+from jobs.kit.log import PhaseClock, log
 from jobs.kit.options import command, option, progress_option
 from jobs.kit.served_model import ServedFields
 from jobs.kit.report_out import command_line, run_and_print_report
@@ -257,19 +257,6 @@ def neighbour_record(mlm: str | None, methods) -> dict | None:
     return {"mlm": mlm, "candidates_per_slot": CANDIDATES_PER_SLOT, "file": "neighbours.parquet",
             "columns": {m.column: dict(m.params) for m in used},
             "cost": "1 + n target passes per passage, plus one MLM pass per one-token word"}
-
-
-class PhaseClock:
-    """Seconds spent between successive `lap(name)` calls."""
-
-    def __init__(self):
-        self.laps: dict[str, float] = {}
-        self._t = time.perf_counter()
-
-    def lap(self, name: str) -> None:
-        now = time.perf_counter()
-        self.laps[name] = round(now - self._t, 3)
-        self._t = now
 
 
 def register(app: typer.Typer) -> None:

@@ -4,6 +4,7 @@ command once, before it runs (`set_command`); code called some other way logs as
 from __future__ import annotations
 
 import sys
+import time
 
 _command = ["tidemark"]
 
@@ -16,3 +17,16 @@ def log(message: str) -> None:
     from jobs.kit.redact import redact_text
 
     print(redact_text(f"[{_command[0]}] {message}"), file=sys.stderr, flush=True)
+
+
+class PhaseClock:
+    """Seconds spent between successive `lap(name)` calls."""
+
+    def __init__(self):
+        self.laps: dict[str, float] = {}
+        self._t = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = round(now - self._t, 3)
+        self._t = now

@@ -79,7 +79,15 @@ class ServedFields(PoolSettings):
                                 "retried", min=0.001)
 
     def served(self) -> "ServedModel | None":
-        """Probe the served model (None without --api-base)."""
+        """Probe the served model (None without --api-base). First, a local model path that does not exist is
+        refused (FileNotFoundError: one line, exit 2)."""
+        from scoring.lm.model import missing_local_model
+
+        for flag, model in (("--model", None if self.api_base else self.model),
+                            ("--ref-model", getattr(self, "ref_model", None))):
+            why = missing_local_model(model) if model else None
+            if why:
+                raise FileNotFoundError(f"{flag} {why}")
         return served_model(model=self.model, api_base=self.api_base, tokenizer=self.tokenizer,
                             mode=self.api_logprobs, top_logprobs=self.api_top_logprobs,
                             concurrency=self.api_concurrency, rps=self.api_rps, max_retries=self.api_max_retries,

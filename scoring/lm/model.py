@@ -48,6 +48,23 @@ def resolve_spec(model: str) -> ModelSpec:
     return ModelSpec(model)
 
 
+def missing_local_model(model: str) -> str | None:
+    """Why `model` cannot be loaded, when it names a local path (absolute, relative with ./ or ../, ~, a .gguf
+    file, or more than one `/`) that does not exist or an alias whose package is missing; None otherwise (a hub id
+    is left to the loader). A job calls this before starting Ray, so a typo is one line, not a worker's traceback."""
+    try:
+        spec = resolve_spec(model)
+    except FileNotFoundError as exc:
+        return f"{model!r}: {exc}"
+    local = spec.path.startswith(("/", "./", "../", "~")) or spec.path.count("/") > 1 or spec.gguf_file
+    path = Path(spec.path).expanduser()
+    if local and not path.exists():
+        return f"{model!r}: no such file or directory"
+    if spec.gguf_file and path.is_dir() and not (path / spec.gguf_file).exists():
+        return f"{model!r}: no file {spec.gguf_file} in {spec.path}"
+    return None
+
+
 def default_device() -> str:
     import torch
 

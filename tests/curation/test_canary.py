@@ -60,3 +60,25 @@ def test_an_edited_or_malformed_set_is_refused_before_scoring(tmp_path: Path, ed
         (tmp_path / "manifest.json").write_text(json.dumps(m))
     with pytest.raises(CanaryError, match=match):
         load_canaries(tmp_path)
+
+
+def test_lm_generated_canaries_are_seeded_and_recorded(tmp_path: Path):
+    from jobs.cli import app
+    from jobs.kit.studies import train_tiny_gpt2
+    from scoring.studies.known_membership import sotu_passages
+
+    train_tiny_gpt2([p["text"] for p in sotu_passages(64, 40)], tmp_path / "lm", steps=2, context=64)
+    args = ["canary", "make", "--n", "6", "--words", "5", "--generator", f"lm:{tmp_path / 'lm'}", "--temperature",
+            "1.5", "--seed"]
+    for out, seed in (("a", "4"), ("b", "4"), ("c", "5")):
+        res = CliRunner().invoke(app, [*args, seed, "--out", str(tmp_path / out)])
+        assert res.exit_code == 0, res.output
+    assert (tmp_path / "a" / "canaries.jsonl").read_bytes() == (tmp_path / "b" / "canaries.jsonl").read_bytes()
+    rows, manifest = load_canaries(tmp_path / "a")
+    assert rows != load_canaries(tmp_path / "c")[0]
+    assert len({r["text"] for r in rows}) == 6 and all(len(r["text"].split()) == 5 for r in rows)
+    assert manifest["generator"] == "lm" and manifest["temperature"] == 1.5
+    assert any(f["name"] == "model.safetensors" and len(f["digest"]) == 64 for f in manifest["model"]["files"])
+    bad = CliRunner().invoke(app, ["canary", "make", "--n", "4", "--seed", "1", "--generator", "lm:/nowhere",
+                                   "--out", str(tmp_path / "d")])
+    assert bad.exit_code == 2 and "lm:PATH" in bad.output and not (tmp_path / "d").exists()
