@@ -61,7 +61,8 @@ def test_the_cli_says_it_in_one_line(monkeypatch, tmp_path):
     monkeypatch.setattr(ray, "is_initialized", lambda: False)  # as a fresh `tidemark` process (the suite may hold one)
     bench = tmp_path / "b.jsonl"
     bench.write_text('{"id": "a", "input": "some text here", "label": 1}\n')
-    result = CliRunner().invoke(app, ["evaluate", "--benchmark", str(bench), "--model", str(tmp_path / "none"),
+    (tmp_path / "model").mkdir()  # exists, so the job gets as far as joining Ray (a missing one is refused first)
+    result = CliRunner().invoke(app, ["evaluate", "--benchmark", str(bench), "--model", str(tmp_path / "model"),
                                       "--out", str(tmp_path / "out"), "--methods", "loss", "--quiet"])
     assert result.exit_code == 2, result.output
     assert f"error: RAY_ADDRESS={dead}: no Ray cluster answers" in result.output
