@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
@@ -105,14 +106,12 @@ def run_canary_test(cfg) -> dict:
     except ValueError as exc:
         raise RuntimeError(f"canary test: {exc} (scored canaries per role are in {out / 'scores.parquet'})") from None
     phases.lap("test")
-    q = read_parts(scoring, "quarantine.parquet", ["id", "reason"])
-    unscored = {n: 0 for n in sets}
-    for i in (q.column("id").to_pylist() if q is not None else []):
-        unscored[i.split("/", 1)[0]] = unscored.get(i.split("/", 1)[0], 0) + 1
+    q = read_parts(scoring, "quarantine.parquet", ["id"])
+    unscored = Counter(i.split("/", 1)[0] for i in (q.column("id").to_pylist() if q is not None else []))
     for name, r in res["sets"].items():
         rows, manifest = sets[name]
         r.update({"path": manifest["path"], "canaries_sha256": manifest["canaries_sha256"], "n": len(rows),
-                  "unscored": unscored.get(name, 0),
+                  "unscored": unscored[name],
                   "made_with": {k: manifest.get(k) for k in ("generator", "seed", "words", "plant_share", "tool")}})
     report = {
         "p_value": res["p_value"], "conclusion": res["conclusion"], "meaning": MEANING,

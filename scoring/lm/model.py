@@ -50,13 +50,15 @@ def resolve_spec(model: str) -> ModelSpec:
 
 def missing_local_model(model: str) -> str | None:
     """Why `model` cannot be loaded, when it names a local path (absolute, relative with ./ or ../, ~, a .gguf
-    file, or more than one `/`) that does not exist or an alias whose package is missing; None otherwise (a hub id
-    is left to the loader). A job calls this before starting Ray, so a typo is one line, not a worker's traceback."""
+    file, or more than one `/`) that does not exist, a GGUF file missing from a local directory, or an alias whose
+    package is missing; None otherwise (a hub id, `org/repo::file.gguf` included, is left to the loader). A job
+    calls this before starting Ray, so a typo is one line, not a worker's traceback."""
     try:
         spec = resolve_spec(model)
     except FileNotFoundError as exc:
         return f"{model!r}: {exc}"
-    local = spec.path.startswith(("/", "./", "../", "~")) or spec.path.count("/") > 1 or spec.gguf_file
+    local = (spec.path.startswith(("/", "./", "../", "~")) or spec.path.count("/") > 1
+             or ("::" not in model and model.endswith(".gguf")))
     path = Path(spec.path).expanduser()
     if local and not path.exists():
         return f"{model!r}: no such file or directory"
