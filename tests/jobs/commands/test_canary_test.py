@@ -106,6 +106,7 @@ def test_a_set_or_detector_that_cannot_be_tested_is_refused_before_scoring(tmp_p
 
 @pytest.mark.ray
 @pytest.mark.slow
+@pytest.mark.heavy  # ~1-3 minutes over HTTP on 2 cores: `make test-slow`, beside evaluate's served tests
 def test_a_served_model_gives_the_local_scores_and_is_recorded(setup, ray_session, tmp_path):
     from scoring.api.loopback import LoopbackServer
 
