@@ -68,12 +68,6 @@ def redrawn_null(scores: np.ndarray, splits: int, plant_share: float = 0.5, subs
     return out
 
 
-def tidemark(*args: str) -> float:
-    from bench.paraphrase_study import tidemark as run_cli
-
-    return run_cli(*args)
-
-
 def _train(texts: list[str], tokenizer_texts: list[str], out: Path, epochs: int, seed: int) -> dict:
     from jobs.kit.studies import train_tiny_gpt2
     from scoring.studies.contamination import epoch_steps
@@ -85,6 +79,7 @@ def _train(texts: list[str], tokenizer_texts: list[str], out: Path, epochs: int,
 
 
 def run_bench(cfg: dict, work: Path) -> dict:
+    from bench.paraphrase_study import tidemark  # the real CLI in a subprocess with its own local Ray
     from curation.canary import load_canaries
     from scoring.studies.known_membership import sotu_passages
 

@@ -44,9 +44,9 @@ def sample_texts(model_dir: str, n: int, words: int, seed: int, temperature: flo
         for row in ids[:, 1:].tolist():
             cut = row.index(tok.eos_token_id) if tok.eos_token_id in row else len(row)
             text_words = tok.decode(row[:cut], skip_special_tokens=True).split()
-            if len(text_words) < words or "\ufffd" in " ".join(text_words[:words]):
-                continue  # too short, or cut inside a character (a byte-level BPE sample can be)
             text = " ".join(text_words[:words])
+            if len(text_words) < words or "\ufffd" in text:
+                continue  # too short, or cut inside a character (a byte-level BPE sample can be)
             if text not in seen and len(texts) < n:
                 seen.add(text)
                 texts.append(text)

@@ -18,6 +18,7 @@ import numpy as np
 from curation.canary import CanaryError, load_canaries
 
 ROLE_LABEL = {"plant": 1, "holdout": 0}  # the pool's label column carries the role (1 = planted)
+LABEL_ROLE = {label: role for role, label in ROLE_LABEL.items()}
 
 
 def load_sets(dirs: list[str]) -> dict[str, tuple[list[dict], dict]]:
@@ -98,7 +99,7 @@ def run_canary_test(cfg) -> dict:
     set_of = np.asarray(table.column("bucket").to_pylist())
     label = table.column("label").to_numpy()
     scores = pa.table({"set": set_of.tolist(), "id": [i.split("/", 1)[1] for i in table.column("id").to_pylist()],
-                       "role": ["plant" if x == 1 else "holdout" for x in label], "score": score})
+                       "role": [LABEL_ROLE[x] for x in label.tolist()], "score": score})
     pq.write_table(scores, out / "scores.parquet")
     try:
         res = canary_test({n: (score[(set_of == n) & (label == 1)], score[(set_of == n) & (label == 0)])
