@@ -124,3 +124,26 @@ def run_without_ray():
                               timeout=timeout)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def generation_lm(tmp_path_factory):
+    """A tiny GPT-2 and a 24-row benchmark of real 48-word passages (12 members seen 20 times in training, 12 held
+    out), for the text-only tests: sampling, the journal, the budget, the reports. 150 fixed steps on 128-token
+    blocks (~25 s; member loss ~1) with 512 positions, so name cloze's and DE-COP's prompts fit."""
+    import json
+
+    from jobs.kit.studies import train_tiny_gpt2
+    from scoring.studies.known_membership import sotu_passages
+
+    root = tmp_path_factory.mktemp("generation")
+    pool = sotu_passages(48, 24, seed=3)
+    members, held_out = pool[:12], pool[12:]
+    train_tiny_gpt2([p["text"] for p in members] * 20, root / "model", tokenizer_texts=[p["text"] for p in pool],
+                    steps=150, seed=0, vocab_size=1000, context=128, positions=512)
+    bench = root / "bench.jsonl"
+    with open(bench, "w") as fh:
+        for label, group in ((1, members), (0, held_out)):
+            for p in group:
+                fh.write(json.dumps({"id": p["id"], "input": p["text"], "label": label}) + "\n")
+    return {"model": str(root / "model"), "bench": str(bench), "members": members, "held_out": held_out}

@@ -4,10 +4,8 @@ scoring/.
 """
 from __future__ import annotations
 
-import json
-import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Optional
 
 import numpy as np
@@ -16,11 +14,12 @@ import typer
 from jobs.kit.log import PhaseClock, log
 from jobs.kit.options import command, option, progress_option
 from jobs.kit.served_model import ServedFields
+from jobs.kit.text_only import GenerationFields
 from jobs.kit.report_out import command_line, run_and_print_report
 
 
 @dataclass
-class EvaluateConfig(ServedFields):
+class EvaluateConfig(GenerationFields, ServedFields):
     benchmark: str = option(help="jsonl or Parquet with `input`, `label` (1 = member), optional `bucket`/`id`; or a "
                             "release dir")
     model: str = option(help="HF causal LM: local dir, hub id, FILE.gguf, DIR::FILE.gguf, or `smollm2`; with "
@@ -50,6 +49,11 @@ class EvaluateConfig(ServedFields):
     blind_sample: int = option(20_000, "the blind baseline (text-only classifiers, no model) is fitted on at most "
                                "this many rows: a seeded sample above it, recorded in run.json (its cross-validated "
                                "TF-IDF fits cost ~4.5 s per 1k rows on one core)", min=10)
+    set_test: Optional[str] = option(
+        None, "a set-level answer for suspect (label 1) vs reference (label 0) sets, e.g. a benchmark's test items vs "
+        "items written after the model's cutoff: the one-sided Mann-Whitney U of this detector's scores (name it "
+        "before looking: one statistic, one test), whose p-value is a false-positive rate where the two sets are "
+        "alike apart from training; the report puts it first, beside the blind baseline")
     compare_to: Optional[str] = option(
         None, "show each AUC beside the same detector's AUC on ORIGINAL: an earlier evaluation's OUT (read from its "
         "metrics.json) or a benchmark (then evaluated first into OUT/original/ with the same model and settings). "
@@ -65,7 +69,12 @@ def resolve_methods(spec: str, ref_model: str | None, served=None, neighbour_mod
     from jobs.kit.served_model import drop_full_distribution
     from scoring.detectors import parse_methods
 
-    methods = parse_methods(spec)
+    from scoring.detectors.base import InputError
+
+    try:
+        methods = parse_methods(spec)
+    except InputError as exc:
+        raise typer.BadParameter(str(exc)) from None
     named = spec not in ("all", None)
     for name, model, flag in (("ref", ref_model, "--ref-model"), ("neighbour", neighbour_model, "--neighbour-model")):
         if model or not any(m.name == name for m in methods):
@@ -91,20 +100,6 @@ def token_freq_from_corpus(model: str, ref_corpus: str) -> np.ndarray:
     return count_tokens((tok(t)["input_ids"] for t in iter_texts(ref_corpus)), len(tok))
 
 
-def input_identity(benchmark: str, requester_pays: bool) -> list:
-    """What identifies the benchmark's content without holding it: each file's name, size and digest (streamed md5
-    locally, the ETag on S3; `curation.io.storage.describe`)."""
-    from curation.io import storage
-    from jobs.parts.benchmark_parts import benchmark_files
-
-    opts = {"requester_pays": True} if requester_pays else {}
-    out = []
-    for f in benchmark_files(str(benchmark), requester_pays):
-        d = storage.describe(f, **opts)
-        out.append([f if f.startswith("s3://") else os.path.basename(f), d["bytes"], d.get("etag") or d.get("md5")])
-    return out
-
-
 def evaluate_spec(cfg: EvaluateConfig, views: tuple[str, ...], prefix_text: str | None, served=None):
     """What evaluate asks of the scoring pool."""
     from jobs.plane.scoring_pool import ModelBranch
@@ -122,6 +117,8 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
 
     from jobs.kit import identity as sharding
     from jobs.kit.blind_baseline import BlindBaselineJob
+    from jobs.kit.text_only_report import write_blind
+    from jobs.parts.benchmark_parts import input_identity
     from jobs.plane.part_loop import score_benchmark
     from jobs.plane.part_store import read_parts
     from jobs.kit.runtime import start_driver
@@ -129,8 +126,13 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     from jobs.kit.served_model import run_record
     from jobs.kit.evaluation_files import save_token_freq, write_outputs
     from scoring.stats.evaluation import compute_metrics
+    from scoring.stats.set_test import resolve_column, suspect_vs_reference
     from scoring.lm.views import ORIGINAL, PREFIXED
 
+    if cfg.api_logprobs == "none":  # a server that answers only in text: the generation detectors
+        from jobs.parts.text_only_evaluation import run_text_only
+
+        return run_text_only(cfg)
     t0 = time.perf_counter()
     # a local directory or an s3:// prefix, and where the driver makes its files (OUT itself, or a staging dir for
     # S3); `_SUCCESS` is kept until the job knows whether OUT already holds this very job's finished output
@@ -140,8 +142,15 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     methods = resolve_methods(cfg.methods, cfg.ref_model, served, cfg.neighbour_model)
     needs = sorted({v for m in methods for v in m.needs})
     views = (ORIGINAL, *[v for v in needs if v not in ("ref", "token_freq")])
+    if cfg.set_test:
+        try:
+            resolve_column(cfg.set_test, methods)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+    text_only = {f.name for f in fields(GenerationFields)} | {"api_chat"}  # no meaning here; nor in the identity
     job_fp = sharding.json_digest({"settings": {k: v for k, v in asdict(cfg).items()
-                                            if k not in sharding.JOB_FIELDS_IGNORED},
+                                            if k not in sharding.JOB_FIELDS_IGNORED and k not in text_only
+                                            and not (k == "set_test" and v is None)},
                                "model": served.identity() if served else sharding.model_identity(cfg.model),
                                "ref_model": sharding.model_identity(cfg.ref_model),
                                "ref_corpus": sharding.model_identity(cfg.ref_corpus) if cfg.ref_corpus else None,
@@ -208,8 +217,8 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
         failed = {i for i, st in zip(q.column("id").to_pylist(), q.column("stage").to_pylist()) if st == "score"}
     blind_res = blind["job"].result_excluding(failed) if "job" in blind else None
     phases.lap("blind baseline (waiting for it)")
-    if blind_res:
-        (out / "blind_baseline.json").write_text(json.dumps(blind_res["result"], indent=2, default=float))
+    write_blind(out, blind_res)
+    set_test = suspect_vs_reference(scores, resolve_column(cfg.set_test, methods)) if cfg.set_test else None
     run_info = redact({"benchmark": str(cfg.benchmark), "model": cfg.model, "ref_model": cfg.ref_model,
                        "config": asdict(cfg), "counts": counts, "ledger": ledger.to_dict(), "views": list(views),
                        "recall_prefix_ids": sorted(run.prefix_ids), "seconds": round(time.perf_counter() - t0, 2),
@@ -218,6 +227,7 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
                        "blind_baseline_sample": (blind_res or {}).get("sample"), "phases_s": phases.laps,
                        "served_model": run_record(served, run.stats.get("api")),
                        "neighbours": neighbour_record(cfg.neighbour_model, methods), "compare_to": compare,
+                       "set_test": set_test,
                        "command": command_line()})
     report = write_outputs(out, scores, metrics, methods, run_info, blind_res["auc"] if blind_res else None,
                            write_scores=False)

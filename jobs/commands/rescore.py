@@ -35,6 +35,36 @@ def run_rescore(token_stats: str, methods: str = "all", out: str | None = None, 
     return {"report": str(report), "scores": str(out_dir / "scores.parquet")}
 
 
+def run_rescore_generations(generations: str, methods: str = "all", out: str | None = None, seed: int = 0,
+                            n_bootstrap: int = 1000) -> dict:
+    """A text-only run's scores recomputed from its generations.parquet alone (no server): with `all`, every
+    generation detector whose prompt kinds the table holds."""
+    import pyarrow.parquet as pq
+
+    from jobs.kit.evaluation_files import write_outputs
+    from jobs.kit.report_out import command_line
+    from scoring.detectors.base import parse_methods
+    from scoring.generation.scores import compute_generation_scores
+    from scoring.stats.evaluation import compute_metrics
+
+    path = Path(generations)
+    run_dir = path.parent
+    table = pq.read_table(path)
+    rows = pq.read_table(run_dir / "scores.parquet", columns=["id", "label", "bucket", "in_eval"]).to_pylist()
+    chosen = parse_methods(methods, input="generations")
+    if methods == "all":  # keep what this table can serve
+        kinds = set(table.column("kind").to_pylist())
+        chosen = [m for m in chosen if all(k in kinds for k in m.needs)]
+    scores, quarantined, not_scored = compute_generation_scores(table, rows, chosen)
+    metrics = compute_metrics(scores, chosen, seed=seed, n_bootstrap=n_bootstrap)
+    out_dir = Path(out) if out else run_dir / "rescore"
+    report = write_outputs(out_dir, scores, metrics, chosen, {
+        "benchmark": str(run_dir), "model": "(rescored from generations)", "generations": str(path),
+        "counts": {"in": len(rows), "scored": scores.num_rows, "quarantined": len(quarantined)},
+        "not_scored": not_scored, "command": command_line()})
+    return {"report": str(report), "scores": str(out_dir / "scores.parquet")}
+
+
 def _fits(method, sources) -> bool:
     """False for a detector the table's lp_source cannot serve (Min-K%++ on a served model's top-n stats)."""
     from scoring.detectors.base import DistributionError, distribution_gate
@@ -49,17 +79,23 @@ def _fits(method, sources) -> bool:
 def register(app: typer.Typer) -> None:
     @app.command("rescore")
     def rescore(
-        token_stats: str = typer.Option(..., help="token_stats.parquet written by `tidemark evaluate`"),
+        token_stats: Optional[str] = typer.Option(None, help="token_stats.parquet written by `tidemark evaluate`"),
+        generations: Optional[str] = typer.Option(None, help="generations.parquet written by a text-only `tidemark "
+                                                  "evaluate` (--api-logprobs none): its scores, without the server"),
         methods: str = typer.Option("all", help="detectors to compute (same syntax as evaluate)"),
         out: Optional[str] = typer.Option(None, help="output dir (default: <run>/rescore)"),
         seed: int = typer.Option(0, help="bootstrap seed"),
     ):
-        """Recompute detectors, metrics and report from saved token statistics, without loading any model."""
-        from scoring.detectors.base import DistributionError
+        """Recompute detectors, metrics and report from saved token statistics (or a text-only run's generations),
+        without loading any model or asking any server."""
+        from scoring.detectors.base import DistributionError, InputError
 
+        if (token_stats is None) == (generations is None):
+            raise typer.BadParameter("give one of --token-stats and --generations")
         try:
-            res = run_rescore(token_stats, methods, out, seed)
-        except DistributionError as exc:  # e.g. min_k_pp asked of a served model's stats
+            res = (run_rescore(token_stats, methods, out, seed) if token_stats else
+                   run_rescore_generations(generations, methods, out, seed))
+        except (DistributionError, InputError) as exc:  # e.g. min_k_pp asked of a served model's stats
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
         typer.echo(Path(res["report"]).read_text())

@@ -62,7 +62,11 @@ class ServedFields(PoolSettings):
         "else the seed's binary search; calls per token and the error bound go to run.json). Prompts go as token "
         "ids, or as text where the server takes only strings (checked against --tokenizer). Before scoring, a "
         "self-check compares the mode's log-probs with a second, independent read and refuses a mode that disagrees "
-        "(e.g. llama-cpp-python's echo, one position late); see docs/served-models.md")
+        "(e.g. llama-cpp-python's echo, one position late); see docs/served-models.md. none: the server gives no "
+        "prompt log-probabilities (a hosted chat API): only the detectors that read generated text run "
+        "(ngram_coverage, creativity_index, samia, decop, name_cloze; `tidemark evaluate` only; docs/text-only.md)")
+    api_chat: bool = option(False, "with --api-logprobs none: ask through /v1/chat/completions, each method's prompt as "
+                            "the user's message (default: /v1/completions, a base model continuing the text)")
     api_top_logprobs: int = option(_API["top_logprobs"], "top-n log-probabilities asked per position: lp_max, and "
                                    "the approximation min_k_pp@topk=N accepts", min=1)
     api_concurrency: int = option(_API["concurrency"], "requests in flight per scorer actor, at most: fewer while "
@@ -88,6 +92,9 @@ class ServedFields(PoolSettings):
             why = missing_local_model(model) if model else None
             if why:
                 raise FileNotFoundError(f"{flag} {why}")
+        if self.api_chat and self.api_logprobs != "none":
+            raise typer.BadParameter("--api-chat needs --api-logprobs none: a chat endpoint returns no prompt "
+                                     "log-probabilities")
         return served_model(model=self.model, api_base=self.api_base, tokenizer=self.tokenizer,
                             mode=self.api_logprobs, top_logprobs=self.api_top_logprobs,
                             concurrency=self.api_concurrency, rps=self.api_rps, max_retries=self.api_max_retries,
@@ -143,6 +150,9 @@ def served_model(*, model: str, api_base: str | None, tokenizer: str | None, mod
         if tokenizer:
             raise typer.BadParameter("--tokenizer is for a served model; give --api-base too")
         return None
+    if mode == "none":
+        raise typer.BadParameter("--api-logprobs none (a server that answers only in text) runs the generation "
+                                 "detectors of `tidemark evaluate`; this command needs log-probabilities")
     if not tokenizer:
         raise typer.BadParameter("--api-base needs --tokenizer: a local tokenizer that matches the served model")
     if gpus_per_actor:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import posixpath
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -96,6 +97,19 @@ def benchmark_files(benchmark: str, requester_pays: bool) -> list[str]:
     from jobs.parts.benchmark_reader import benchmark_files
 
     return [str(p) for p in benchmark_files(benchmark)]
+
+
+def input_identity(benchmark: str, requester_pays: bool) -> list:
+    """What identifies the benchmark's content without holding it: each file's name, size and digest (streamed md5
+    locally, the ETag on S3; `curation.io.storage.describe`)."""
+    from curation.io import storage
+
+    opts = {"requester_pays": True} if requester_pays else {}
+    out = []
+    for f in benchmark_files(str(benchmark), requester_pays):
+        d = storage.describe(f, **opts)
+        out.append([f if f.startswith("s3://") else os.path.basename(f), d["bytes"], d.get("etag") or d.get("md5")])
+    return out
 
 
 def plan_parts(benchmark: str, rows_per_part: int, requester_pays: bool = False) -> list[PartSpec]:

@@ -69,3 +69,17 @@ def read_parts(dest: Location, under: str, columns=None, prefix: str = "") -> pa
     tables = [pq.read_table(io.BytesIO(dest.read_bytes(n)) if dest.s3 else dest.root / n, columns=columns)
               for n in names]
     return pa.concat_tables(tables) if tables else None
+
+
+def read_rows(dest: Location, under: str, ids, columns=None) -> pa.Table | None:
+    """The rows of a part directory whose `id` is in `ids` (a report's few examples: each file is filtered as it is
+    read, so the driver never holds a whole table)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    wanted = pa.array(sorted(set(ids)), pa.string())
+    tables = []
+    for name in (n for n in dest.list(under) if n.endswith(".parquet")):
+        t = pq.read_table(io.BytesIO(dest.read_bytes(name)) if dest.s3 else dest.root / name, columns=columns)
+        tables.append(t.filter(pc.is_in(t.column("id"), value_set=wanted)))
+    return pa.concat_tables(tables) if tables else None

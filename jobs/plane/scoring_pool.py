@@ -104,10 +104,11 @@ class PrepareParts:
     """Part spec rows (`part`: PartSpec JSON, `drop`: JSON list of in-part line numbers that are later duplicates)
     → one row per part with its rows, read-quarantine and tokenised views (one column per model) as IPC bytes."""
 
-    def __init__(self, spec: ScoringSpec, exclude_ids: Sequence[str] = ()):
+    def __init__(self, spec: ScoringSpec, exclude_ids: Sequence[str] = (), tokenize: bool = True):
         from jobs.plane.tasks import TokenizeTask
 
-        self.tokenizers = [TokenizeTask(**spec.tokenize_kwargs(b)) for b in spec.branches]
+        # a text-only job (jobs/parts/generation_parts.py) reads and quarantines here, and tokenises nothing
+        self.tokenizers = [TokenizeTask(**spec.tokenize_kwargs(b)) for b in spec.branches] if tokenize else []
         self.exclude = frozenset(exclude_ids)  # scored, but not evaluated (the ReCaLL prefix rows)
 
     def prepare(self, part_json: str, drop_json: str) -> dict:

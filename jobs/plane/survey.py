@@ -12,6 +12,7 @@ driver needs to plan, and nothing more (ids, labels and line counts; about 40 by
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from typing import Sequence
 
@@ -28,7 +29,8 @@ IDS_SCHEMA = pa.schema([("id", pa.string()), ("auto_id", pa.bool_()), ("line", p
 class SurveyParts:
     """map_batches callable: `part` (PartSpec JSON) → index, n_lines, n_bad, digest, ids (IPC), token counts."""
 
-    def __init__(self, count_tokens_of: str | None = None):
+    def __init__(self, count_tokens_of: str | None = None, planner=None):
+        self.planner = planner  # a text-only job's request plan of a part's rows (jobs/parts/generation_parts.py)
         self.tokenizer = None
         if count_tokens_of:
             from scoring.lm.model import load_tokenizer
@@ -43,7 +45,8 @@ class SurveyParts:
         ids = pa.Table.from_pylist([{"id": r["id"], "auto_id": r["auto_id"], "line": r["line"], "label": r["label"]}
                                     for r in got.rows], schema=IDS_SCHEMA)
         out = {"index": part.index, "n_lines": got.n_lines, "n_bad": len(got.quarantined), "digest": got.digest,
-               "ids": to_ipc(ids), "vocab": 0, "tok": b"", "cnt": b""}
+               "ids": to_ipc(ids), "vocab": 0, "tok": b"", "cnt": b"",
+               "plan": json.dumps(self.planner(got.rows)) if self.planner is not None else ""}
         if self.tokenizer is not None:
             enc = self.tokenizer([r["input"] for r in got.rows], add_special_tokens=True)["input_ids"] if got.rows else []
             flat = np.concatenate([np.asarray(t, dtype=np.int64) for t in enc]) if enc else np.zeros(0, np.int64)
@@ -65,10 +68,11 @@ class Survey:
     n_duplicates: int = 0
     prefix: list[tuple[int, int, str]] = field(default_factory=list)  # (part, line, id) of the ReCaLL prefix rows
     token_counts: np.ndarray | None = None
+    plans: dict[int, dict] = field(default_factory=dict)  # part index → its request plan (text-only jobs)
 
 
 def run_survey(parts: Sequence[PartSpec], *, count_tokens_of: str | None, prefix_shots: int, seed: int,
-               progress: bool = True) -> Survey:
+               progress: bool = True, planner=None) -> Survey:
     """Run the survey pass on Ray and plan from it (see the module docstring)."""
     import ray
 
@@ -76,7 +80,8 @@ def run_survey(parts: Sequence[PartSpec], *, count_tokens_of: str | None, prefix
 
     ray.data.DataContext.get_current().enable_progress_bars = progress
     ds = ray.data.from_items([{"part": p.to_json()} for p in parts], override_num_blocks=max(1, len(parts)))
-    ds = ds.map_batches(SurveyParts, fn_constructor_kwargs={"count_tokens_of": count_tokens_of}, batch_size=1,
+    ds = ds.map_batches(SurveyParts, fn_constructor_kwargs={"count_tokens_of": count_tokens_of, "planner": planner},
+                        batch_size=1,
                         batch_format="pyarrow", num_cpus=0.5,
                         compute=ray.data.ActorPoolStrategy(min_size=1, max_size=max(1, int(cluster_cpus() * 2))))
     results = {}
@@ -89,8 +94,10 @@ def run_survey(parts: Sequence[PartSpec], *, count_tokens_of: str | None, prefix
                     counts = np.zeros(r["vocab"], dtype=np.int64)
                 np.add.at(counts, np.frombuffer(r["tok"], dtype=np.int64), np.frombuffer(r["cnt"], dtype=np.int64))
             r["tok"] = r["cnt"] = b""
-    return plan_from_survey(parts, results, prefix_shots=prefix_shots, seed=seed, token_counts=counts,
-                            unipc=from_ipc)
+    survey = plan_from_survey(parts, results, prefix_shots=prefix_shots, seed=seed, token_counts=counts,
+                              unipc=from_ipc)
+    survey.plans = {i: json.loads(r["plan"]) for i, r in results.items() if r.get("plan")}
+    return survey
 
 
 def plan_from_survey(parts: Sequence[PartSpec], results: dict, *, prefix_shots: int, seed: int,

@@ -23,7 +23,7 @@ import time
 import urllib.parse
 from dataclasses import asdict, dataclass, fields, replace
 
-MODES = ("echo", "logit-bias")
+MODES = ("echo", "logit-bias", "none")  # none: text only (scoring/generation)
 PROMPT_FORMATS = ("ids", "text")
 
 
@@ -31,7 +31,7 @@ PROMPT_FORMATS = ("ids", "text")
 class ApiConfig:
     base: str  # e.g. http://127.0.0.1:8000/v1
     model: str  # the served model's name
-    mode: str = "echo"  # echo | logit-bias
+    mode: str = "echo"  # echo | logit-bias | none (the server gives no prompt log-probabilities)
     top_logprobs: int = 5  # n of the top-n log-probabilities asked per position
     concurrency: int = 8  # requests in flight per scorer actor
     rps: float = 0.0  # requests per second per scorer actor (0 = no limit); the job divides its total by actors
@@ -179,14 +179,16 @@ STALE_CONNECTION = (BrokenPipeError, ConnectionResetError, ConnectionAbortedErro
 
 
 class CompletionsClient:
-    """POST {base}/completions with one keep-alive connection per thread. Thread-safe; counters in `stats`."""
+    """POST {base}/completions (or {base}/chat/completions) with one keep-alive connection per thread. Thread-safe;
+    counters in `stats`."""
 
-    def __init__(self, cfg: ApiConfig, api_key: str | None = None, sleep=time.sleep):
+    def __init__(self, cfg: ApiConfig, api_key: str | None = None, sleep=time.sleep, endpoint: str = "completions"):
         self.cfg = cfg
         url = urllib.parse.urlsplit(cfg.base.rstrip("/"))
         self._https = url.scheme == "https"
         self._host, self._port = url.hostname, url.port
-        self._path = (url.path or "") + "/completions"
+        self.endpoint = endpoint  # "completions", or "chat/completions" for a chat endpoint (text-only audits)
+        self._path = (url.path or "") + "/" + endpoint
         self._headers = {"Content-Type": "application/json", "Connection": "keep-alive"}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
@@ -203,7 +205,7 @@ class CompletionsClient:
 
     @property
     def url(self) -> str:
-        return f"{self.cfg.base.rstrip('/')}/completions"
+        return f"{self.cfg.base.rstrip('/')}/{self.endpoint}"
 
     def concurrency_report(self) -> dict:
         """For run.json: the ceiling asked for, where the adaptive limit ended, its lowest, and how often it cut."""

@@ -18,6 +18,13 @@ at a time), but it answers the way real ones do, and can be told to answer the w
   drop_idle      close every connection after its answer without saying so (a keep-alive the server timed out)
   replay         answer from responses recorded from a real server (tests/fixtures/llama_cpp/record.py): each
                  request body is looked up as it was recorded; an unrecorded one gets HTTP 500 saying so
+  sampled generation (scoring/api/loopback_sampling.py): a request without echo or logit_bias that asks for
+                 more than one greedy token (temperature > 0, n > 1, or max_tokens > 1) is sampled with a KV cache;
+                 `/v1/chat/completions` answers chat requests through a chat template. `endpoints` names the
+                 routes served (("completions", "chat") by default; ("chat",) is a chat-only server),
+                 `honour_n`/`honour_seed` False ignore those fields, `script(body, prompt_text)` answers with a
+                 canned text where it returns one (whatever the prompt's length), `latency_s` waits before
+                 answering without holding the model (a remote API's round trip)
   fail_first     HTTP statuses answered to the first requests (e.g. [429, 500]) before answering normally
   die_after      stop answering (close the socket) after this many requests: a server that goes away mid-job
   api_key        require `Authorization: Bearer <key>`
@@ -39,7 +46,9 @@ class LoopbackServer:
                  refuse_max_tokens_0: bool = False, fail_first=(), die_after: int | None = None,
                  api_key: str | None = None, max_logprobs: int = 20, lifetime_s: float = 600.0, port: int = 0,
                  prompts=("ids", "text"), text_prefix=(), echo_shift: bool = False, zero_is_unlimited: bool = False,
-                 delay_s: float = 0.0, replay: str | None = None, drop_idle: bool = False):
+                 delay_s: float = 0.0, replay: str | None = None, drop_idle: bool = False,
+                 endpoints=("completions", "chat"), honour_n: bool = True, honour_seed: bool = True, script=None,
+                 latency_s: float = 0.0):
         if bias_logprobs not in BIAS_MODES:
             raise ValueError(f"bias_logprobs must be one of {BIAS_MODES}")
         self.replay = load_replay(replay) if replay else None
@@ -53,6 +62,8 @@ class LoopbackServer:
         self.prompts, self.text_prefix = tuple(prompts), [int(t) for t in text_prefix]
         self.echo_shift, self.zero_is_unlimited, self.delay_s = echo_shift, zero_is_unlimited, delay_s
         self.drop_idle = drop_idle
+        self.endpoints, self.honour_n, self.honour_seed = tuple(endpoints), honour_n, honour_seed
+        self.script, self.latency_s = script, latency_s
         self.name, self.bias_logprobs, self.echo = name, bias_logprobs, echo
         self.refuse_max_tokens_0, self.fail_first = refuse_max_tokens_0, list(fail_first)
         self.die_after, self.api_key, self.max_logprobs = die_after, api_key, max_logprobs
@@ -156,6 +167,8 @@ class LoopbackServer:
         vocab = self.model.config.vocab_size
         if any(t < 0 or t >= vocab for t in prompt):
             return 400, _error("token id out of range")
+        if is_sampled(body):
+            return self._generate(prompt, body, chat=False)
         max_tokens = int(body.get("max_tokens", 16))
         stop = body.get("stop") or []
         stop = [stop] if isinstance(stop, str) else list(stop)
@@ -209,6 +222,57 @@ class LoopbackServer:
                                   "logprobs": logprobs, "finish_reason": "length"}],
                      "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(generated),
                                "total_tokens": len(ids)}}
+
+
+    def chat(self, body: dict) -> tuple[int, dict]:
+        """/v1/chat/completions: the messages through the chat template (scoring/api/loopback_sampling.chat_text)."""
+        from scoring.api.loopback_sampling import chat_text
+
+        if self.replay is not None:
+            return replayed(self.replay, body)
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            return 400, _error("messages must be a non-empty list")
+        text = chat_text(self.tokenizer, messages)
+        prompt = self.text_prefix + [int(t) for t in self.tokenizer(text, add_special_tokens=False)["input_ids"]]
+        return self._generate(prompt, body, chat=True, prompt_text=text)
+
+    def _generate(self, prompt: list, body: dict, *, chat: bool, prompt_text: str | None = None):
+        from scoring.api.loopback_sampling import response, sample
+
+        if self.latency_s:
+            time.sleep(self.latency_s)
+        max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
+        canned = self.script(body, prompt_text if chat else self.tokenizer.decode(prompt)) if self.script else None
+        if canned is None and len(prompt) + max_tokens > self.max_len:
+            return 400, _error(f"prompt of {len(prompt)} tokens + {max_tokens} exceeds the context ({self.max_len})")
+        n = int(body.get("n") or 1) if self.honour_n else 1
+        if chat:
+            top = int(body.get("top_logprobs") or 0) if body.get("logprobs") else None
+        else:
+            top = None if body.get("logprobs") is None else int(body["logprobs"])
+        if top is not None and top > self.max_logprobs:
+            return 400, _error(f"logprobs must be at most {self.max_logprobs}")
+        if canned is not None:
+            from scoring.api.loopback_sampling import Choice
+
+            ids = self.tokenizer(canned, add_special_tokens=False)["input_ids"][:max_tokens]
+            choices = [Choice(canned, "stop", ids, [])] * n
+        else:
+            choices = sample(self.model, self.tokenizer, prompt, n=n, max_tokens=max_tokens,
+                             temperature=float(body.get("temperature", 1.0)), top_p=float(body.get("top_p", 1.0)),
+                             seed=body.get("seed"), stop=body.get("stop"), top_logprobs=top,
+                             honour_seed=self.honour_seed, lock=self._model_lock, text_of=self.text)
+        return 200, response(choices, chat=chat, top=top, text_of=self.text, n_prompt=len(prompt), model=self.name,
+                             number=self.requests)
+
+
+def is_sampled(body: dict) -> bool:
+    """A generation request (sampled, several choices, or several greedy tokens) rather than the one greedy token
+    or echo the log-probability modes send."""
+    if body.get("echo") or body.get("logit_bias"):
+        return False
+    return float(body.get("temperature", 1.0)) > 0 or int(body.get("n") or 1) > 1 or int(body.get("max_tokens", 16)) > 1
 
 
 def _error(message: str) -> dict:
@@ -280,11 +344,14 @@ def _handler(server: LoopbackServer):
                 return self._send(401, _error("invalid api key"))
             if fault:
                 return self._send(fault, _error(f"injected {fault}"), {"Retry-After": "0"} if fault == 429 else None)
-            if not self.path.rstrip("/").endswith("/completions"):
+            route = self.path.rstrip("/")
+            kind = "chat" if route.endswith("/chat/completions") else "completions" if route.endswith(
+                "/completions") else None
+            if kind not in server.endpoints:
                 return self._send(404, _error(f"no route {self.path}"))
             if body.get("model") != server.name:
                 return self._send(404, _error(f"model {body.get('model')!r} does not exist"))
-            status, payload = server.complete(body)
+            status, payload = server.chat(body) if kind == "chat" else server.complete(body)
             self._send(status, payload)
 
     return Handler

@@ -1,15 +1,19 @@
 """Importing this package registers every detector (one module each)."""
 from scoring.detectors import (  # noqa: F401 - imported for registration
     dc_pdd,
+    decop,
     loss,
     lowercase,
     max_k,
     min_k,
     min_k_pp,
+    name_cloze,
     neighbour,
+    ngram_coverage,
     pac,
     recall,
     ref,
+    samia,
     tag_tab,
     zlib_ratio,
 )

@@ -29,21 +29,28 @@ class Detector:
     # Needs mu/sigma over the whole vocabulary, which a served model's API cannot give (scoring/api): refused
     # there unless its `topk` parameter accepts the top-n approximation (`distribution_gate`).
     full_distribution: bool = False
+    # What the detector reads: "token_stats" (log-probabilities: weights, or a server that returns them) or
+    # "generations" (text a model generated: scoring/generation; `needs` then names prompt kinds, not views).
+    input: str = "token_stats"
 
 
 REGISTRY: dict[str, Detector] = {}
+INPUTS = ("token_stats", "generations")
 
 
 def register(name: str, *, needs=(), description: str = "", optional: Mapping[str, object] | None = None,
-             full_distribution: bool = False, **defaults):
+             full_distribution: bool = False, input: str = "token_stats", **defaults):
     """Decorator: `@register("min_k", k=0.2)`. `needs` is a tuple of view names or a function of the params."""
     needs_fn = needs if callable(needs) else (lambda params, _n=tuple(needs): _n)
+    if input not in INPUTS:
+        raise ValueError(f"detector {name!r}: input must be one of {INPUTS}")
 
     def wrap(fn):
         if name in REGISTRY:
             raise ValueError(f"detector {name!r} registered twice")
         REGISTRY[name] = Detector(name, fn, {**defaults, **(optional or {})}, needs_fn,
-                                  description or (fn.__doc__ or "").strip(), dict(optional or {}), full_distribution)
+                                  description or (fn.__doc__ or "").strip(), dict(optional or {}), full_distribution,
+                                  input)
         return fn
 
     return wrap
@@ -121,12 +128,27 @@ def parse_method(spec: str) -> Method:
     return Method(name, params)
 
 
-def parse_methods(specs: str | list[str] | None) -> list[Method]:
-    """Comma-separated specs; `all` (or None) = every registered detector with its defaults."""
+def parse_methods(specs: str | list[str] | None, input: str = "token_stats") -> list[Method]:
+    """Comma-separated specs; `all` (or None) = every registered detector of that `input` with its defaults.
+    Named detectors that read another input are refused by name (InputError), with the ones that run."""
     if specs is None or specs == "all" or specs == ["all"]:
-        return [Method(n, dict(d.defaults)) for n, d in sorted(REGISTRY.items())]
+        return [Method(n, dict(d.defaults)) for n, d in sorted(REGISTRY.items()) if d.input == input]
     items = specs.split(",") if isinstance(specs, str) else [s for x in specs for s in x.split(",")]
-    return [parse_method(s) for s in items if s.strip()]
+    methods = [parse_method(s) for s in items if s.strip()]
+    wrong = [m.name for m in methods if m.detector.input != input]
+    if wrong:
+        runs = ", ".join(sorted(n for n, d in REGISTRY.items() if d.input == input))
+        why = (f"{', '.join(wrong)} read{'s' if len(wrong) == 1 else ''} the text a model generates "
+               "(--api-logprobs none)" if input == "token_stats" else
+               f"{', '.join(wrong)} need{'s' if len(wrong) == 1 else ''} log-probabilities, which a text-only server "
+               "(--api-logprobs none) does not give")
+        raise InputError(f"{why}; the detectors that run here: {runs}")
+    return methods
+
+
+class InputError(ValueError):
+    """A detector asked of a job that cannot feed it (log-probability detectors over a text-only server, or the
+    other way round)."""
 
 
 # ---- small shared helpers for detectors -----------------------------------------------------------------------

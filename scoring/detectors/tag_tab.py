@@ -15,24 +15,12 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 
 import numpy as np
 
 from scoring.detectors.base import register
-
-SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-WORD = re.compile(r"[A-Za-z0-9][\w'’-]*")
-
-
-@functools.lru_cache(maxsize=1)
-def _spacy():
-    try:
-        import spacy
-
-        return spacy.load("en_core_web_sm", disable=["parser", "lemmatizer"])
-    except Exception:  # noqa: BLE001 - any failure means "no NER available"
-        return None
+from scoring.lm import ner as ner_rules
+from scoring.lm.ner import WORD, spacy_pipeline
 
 
 @functools.lru_cache(maxsize=200_000)
@@ -47,26 +35,17 @@ def entity_spans(text: str, ner: str) -> list[tuple[int, int]]:
     """Character spans of named entities: spaCy when available (ner="auto"/"spacy"), else capitalised words."""
     if ner == "none":
         return []
-    nlp = _spacy() if ner in ("auto", "spacy") else None
+    nlp = spacy_pipeline() if ner in ("auto", "spacy") else None
     if nlp is not None:
         return [(e.start_char, e.end_char) for e in nlp(text).ents]
     if ner == "spacy":
         raise RuntimeError("tag_tab ner=spacy asked for, but spaCy or en_core_web_sm is not installed")
     spans = []
-    for sent in _sentences(text):
+    for sent in ner_rules.sentences(text):
         for k, m in enumerate(WORD.finditer(text, sent[0], sent[1])):
             if k > 0 and m.group()[0].isupper():
                 spans.append((m.start(), m.end()))
     return spans
-
-
-def _sentences(text: str) -> list[tuple[int, int]]:
-    spans, start = [], 0
-    for m in SENTENCE_END.finditer(text):
-        spans.append((start, m.start()))
-        start = m.end()
-    spans.append((start, len(text)))
-    return [s for s in spans if text[s[0] : s[1]].strip()]
 
 
 def token_at(offsets: np.ndarray, char: int) -> int:
@@ -78,7 +57,7 @@ def tag_tab_score(text: str, offsets: np.ndarray, lp: np.ndarray, first_predicte
                   min_words: int, ner: str) -> float:
     if not text or offsets is None or not len(lp):
         return float("nan")
-    sentences = [[m for m in WORD.finditer(text, a, b)] for a, b in _sentences(text)]
+    sentences = [[m for m in WORD.finditer(text, a, b)] for a, b in ner_rules.sentences(text)]
     long_enough = [s for s in sentences if len(s) >= min_words]
     sentences = long_enough or [s for s in sentences if s]
     entities = entity_spans(text, ner)

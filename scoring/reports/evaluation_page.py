@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from scoring.reports.generation_sections import generation_sections, set_test_section, set_test_sentence
 from scoring.reports.html import (Code, Figure, Page, Row, Section, Table, left_out, num, num_ci, output_files,
                                  pct)
 
@@ -19,6 +20,9 @@ FILES = (("report.md", "this report's numbers as Markdown"),
          ("quarantine.parquet", "rows that could not be scored, each with its reason"),
          ("blind_baseline.json", "the model-free (text-only) classifiers' AUCs"),
          ("neighbours.parquet", "the neighbourhood attack's neighbours with their losses"),
+         ("generations.parquet", "text-only runs: every generated sample, its prompt and what it is compared with "
+                                 "(`tidemark rescore --generations` recomputes the scores from it)"),
+         ("_requests", "text-only runs: the server's answer to every request, by key (a rerun pays for none twice)"),
          ("run.json", "configuration, counts, versions of inputs and timings"))
 
 AUC_MEANING = ("AUC is the chance that a randomly chosen member scores higher than a randomly chosen non-member: "
@@ -128,7 +132,13 @@ def evaluation_page(out_dir: Path, records: Sequence[dict], run_info: Mapping, b
             Table(["detector", "AUC", "AUC on the original", "change"], rows),
             *([Figure(Path(out_dir) / "compare_auc.png", "AUC on the original vs this benchmark")]
               if compare.get("plot") else [])]))
+    test = run_info.get("set_test")
+    if test:
+        sections.insert(0, set_test_section(test, blind))
+    sections += generation_sections(run_info.get("generation"), run_info.get("examples"))
     head, summary = headline(records, blind)
+    if test:  # the decision asked for is the set test; the AUC becomes its context
+        head, summary = set_test_sentence(test), f"{head} {summary}".strip()
     return Page(kind="evaluation", headline=head, summary=summary, facts=_facts(run_info, len(columns)),
                 sections=sections, warnings=warnings, files=output_files(out_dir, FILES),
                 command=str(run_info.get("command") or ""))

@@ -9,6 +9,7 @@ import pyarrow as pa
 
 from scoring.detectors import Method
 from scoring.reports.figures import png_bytes, pyplot
+from scoring.reports.generation_sections import generation_markdown, set_test_markdown
 from scoring.stats.comparison import comparison_lines
 from scoring.stats.evaluation import bucket_groups
 
@@ -129,4 +130,6 @@ def report_markdown(records: Sequence[dict], run_info: Mapping, blind: Mapping[s
     ]
     if compare:
         md += comparison_lines(records, compare)
+    md += set_test_markdown(run_info.get("set_test"))
+    md += generation_markdown(run_info.get("generation"), run_info.get("examples"))
     return "\n".join(md)

@@ -40,7 +40,16 @@ class Row:
     style: str = ""
 
 
-Cell = Union[str, int, float, None, Code]
+@dataclass(frozen=True)
+class Marked:
+    """Untrusted text shown as written (escaped, line breaks kept) with character spans highlighted: a sampled
+    continuation with the runs it shares with the true one."""
+
+    text: str
+    spans: Sequence[tuple[int, int]] = ()
+
+
+Cell = Union[str, int, float, None, Code, Marked]
 
 
 @dataclass(frozen=True)
@@ -150,9 +159,20 @@ def _esc(text, clean: Callable[[str], str]) -> str:
     return html.escape(clean(str(text)), quote=True)
 
 
+def _marked(m: Marked, clean) -> str:
+    out, at = [], 0
+    for a, b in sorted(m.spans):
+        a, b = max(a, at), max(b, at)
+        out.append(_esc(m.text[at:a], clean) + (f"<mark>{_esc(m.text[a:b], clean)}</mark>" if b > a else ""))
+        at = b
+    return "".join(out) + _esc(m.text[at:], clean)
+
+
 def _cell(value: Cell, clean, tag: str = "td", align: bool = True) -> str:
     if isinstance(value, Code):
         return f"<{tag}><code>{_esc(value.text, clean)}</code></{tag}>"
+    if isinstance(value, Marked):
+        return f"<{tag} class=text>{_marked(value, clean)}</{tag}>"
     text = value if isinstance(value, str) else num(value)
     numeric = align and (not isinstance(value, str) or bool(_NUMERIC.match(value.strip())))
     return f'<{tag}{" class=num" if numeric else ""}>{_esc(text, clean)}</{tag}>'
@@ -290,6 +310,8 @@ figure { margin: 1rem 0 1.5rem; }
 .figures figure { margin: .5rem 0; }
 figure img { max-width: 100%; height: auto; border: 1px solid var(--rule); }
 figcaption, .file, .missing { color: var(--muted); font-size: .9rem; }
+td.text { white-space: pre-wrap; overflow-wrap: anywhere; min-width: 14rem; }
+mark { background: #ffe08a; color: inherit; }
 .provenance { color: var(--muted); }
 @media print {
   body { max-width: none; padding: 0; font-size: 11pt; }

@@ -30,6 +30,7 @@ def fit_tiny_gpt2(
     n_embd: int = 128,
     n_head: int = 4,
     context: int = 256,
+    positions: int | None = None,
     vocab_size: int = 2000,
     steps: int | None = None,
     seconds: float = 10.0,
@@ -40,7 +41,8 @@ def fit_tiny_gpt2(
     progress: bool = False,
 ) -> dict:
     """Train (or continue training `init_from`) on `train_texts` packed into `context`-token blocks, one epoch per
-    pass over the shuffled blocks, for `steps` steps or `seconds` of wall time. Returns (model, tokenizer, a small
+    pass over the shuffled blocks, for `steps` steps or `seconds` of wall time; the model takes `positions` tokens
+    (default: `context`; more lets prompts longer than the training blocks in). Returns (model, tokenizer, a small
     training record); jobs/kit/studies.train_tiny_gpt2 saves them where `load_causal_lm` reads them."""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
@@ -51,8 +53,8 @@ def fit_tiny_gpt2(
         model = GPT2LMHeadModel.from_pretrained(str(init_from))
     else:
         tok = train_tokenizer(tokenizer_texts or train_texts, vocab_size=vocab_size)
-        cfg = GPT2Config(vocab_size=len(tok), n_positions=context, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
-                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+        cfg = GPT2Config(vocab_size=len(tok), n_positions=positions or context, n_embd=n_embd, n_layer=n_layer,
+                         n_head=n_head, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
         model = GPT2LMHeadModel(cfg)
     eos = tok.eos_token_id
     stream = []
