@@ -19,6 +19,9 @@ Benchmarks (each writes <out>/<name>.json; all together <out>/summary.md and <ou
   canary      the canary test's false-positive rate under the null (1,000 re-drawn coins on canaries no model saw)
               and its power against repetitions and canary length (tiny GPT-2s trained with planted canaries;
               also canary.md and canary.png)
+  generation  text-only audits (--api-logprobs none) against the loopback server: a known-membership study over
+              completions and chat, the set test under the null, requests/s at concurrency 1/4/8 vs a plain
+              sequential client loop, and each method's cost per 1,000 rows (also generation.md)
   chaos       the real CLI on a genuine two-node Ray cluster (ray.cluster_utils.Cluster) losing its worker node
               mid-job (evaluate, audit, build-benchmark), a driver SIGKILLed before a head restart, a cluster left
               with no room for a scorer: what was killed, when, what the job did, seconds lost, outputs identical
@@ -36,7 +39,7 @@ import traceback
 from pathlib import Path
 
 BENCHES = ("throughput", "memory", "detectors", "e2e", "curation", "shift_audit", "api", "paraphrase", "canary",
-           "chaos")
+           "generation", "chaos")
 
 FULL = {
     "throughput": {"models": {"gpt2-tiny": {"tokens": 16384, "repeats": 2}, "gpt2-36m": {"tokens": 4096, "repeats": 1}},
@@ -49,6 +52,7 @@ FULL = {
     "api": None,  # bench/api_bench.py's FULL
     "paraphrase": None,  # bench/paraphrase_study.py's FULL
     "canary": None,  # bench/canary_bench.py's FULL
+    "generation": None,  # bench/generation_bench.py's FULL
     "chaos": None,  # every scenario of bench/chaos_bench.py
 }
 QUICK = {
@@ -61,6 +65,7 @@ QUICK = {
     "api": "quick",  # bench/api_bench.py's QUICK
     "paraphrase": "quick",  # bench/paraphrase_study.py's QUICK
     "canary": "quick",  # bench/canary_bench.py's QUICK
+    "generation": "quick",  # bench/generation_bench.py's QUICK
     "chaos": ("evaluate-node-loss",),
 }
 PASSAGE_WORDS = 104  # ~170 tokens with the tiny model's 2000-token BPE (the "~170 tokens")
@@ -122,6 +127,10 @@ def main(argv: list[str] | None = None) -> int:
 
         (out / "canary.md").write_text(canary_md(results["canary"]))
         plot_canary(results["canary"], out / "canary.png")
+    if "generation" in results:
+        from bench.generation_bench import markdown as generation_md
+
+        (out / "generation.md").write_text(generation_md(results["generation"]))
     if "api" in results:
         from bench.api_bench import plot as plot_api
 
@@ -246,6 +255,12 @@ def run_canary(cfg, work: Path, shared: dict) -> dict:
     return run_bench(C_QUICK if cfg == "quick" else C_FULL, work / "canary")
 
 
+def run_generation(cfg, work: Path, shared: dict) -> dict:
+    from bench.generation_bench import FULL as G_FULL, QUICK as G_QUICK, run_bench
+
+    return run_bench(G_QUICK if cfg == "quick" else G_FULL, work / "generation")
+
+
 def run_chaos(cfg, work: Path, shared: dict) -> dict:
     from bench.chaos_bench import SCENARIOS, all_held, run_chaos as chaos
 
@@ -257,7 +272,7 @@ def run_chaos(cfg, work: Path, shared: dict) -> dict:
 
 RUNNERS = {"throughput": run_throughput, "memory": run_memory, "detectors": run_detectors, "e2e": run_e2e,
            "curation": run_curation, "shift_audit": run_shift_audit, "api": run_api, "paraphrase": run_paraphrase,
-           "canary": run_canary, "chaos": run_chaos}
+           "canary": run_canary, "generation": run_generation, "chaos": run_chaos}
 
 
 # ---- summary ----------------------------------------------------------------------------------------------------
@@ -389,6 +404,11 @@ def render_summary(results: dict, errors: dict, total: float, args) -> str:
 
         lines += ["## The canary test: false positives under the null, power against repetitions", "",
                   canary_md(results["canary"])]
+    if "generation" in results:
+        from bench.generation_bench import markdown as generation_md
+
+        lines += ["## Text-only audits: known membership, the null, throughput, cost", "",
+                  generation_md(results["generation"])]
     if "chaos" in results:
         lines += ["## Node loss on a two-node Ray cluster", "",
                   "| scenario | fault at (s) | what the job did | seconds (clean) | lost | identical | counts |",

@@ -91,6 +91,11 @@ def run_text_only(cfg) -> dict:
             f"remain: rerun with a limit that covers them (saved parts and answers are not paid again)")
     ledger, stats = run["ledger"], run["stats"]
     ledger.check("evaluate (text-only)")
+    if ledger.rows_in != survey.n_good + survey.n_bad:
+        from curation.io.ledger import ReconcileError
+
+        raise ReconcileError(f"the parts account for {ledger.rows_in} rows; the survey read "
+                             f"{survey.n_good + survey.n_bad}")
     counts = {"in": ledger.rows_in, "scored": ledger.rows_out, "quarantined": ledger.quarantined, "recall_prefix": 0}
     scores = read_parts(dest, "scores.parquet", ["id", "label", "bucket", "in_eval", *[m.column for m in methods]])
     if scores is None or not scores.num_rows:

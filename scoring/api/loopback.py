@@ -369,13 +369,17 @@ def main(argv=None) -> None:
     ap.add_argument("--bias-logprobs", choices=BIAS_MODES, default="after")
     ap.add_argument("--no-echo", action="store_true")
     ap.add_argument("--threads", type=int, default=1, help="torch threads for the forward passes")
+    ap.add_argument("--latency-s", type=float, default=0.0, help="generation requests wait this long before being "
+                    "answered, without holding the model (a remote API's round trip)")
+    ap.add_argument("--ignore-n", action="store_true", help="answer one choice whatever `n` asks (as llama.cpp)")
     ap.add_argument("--lifetime-s", type=float, default=3600.0)
     args = ap.parse_args(argv)
     import torch
 
     torch.set_num_threads(args.threads)
     server = LoopbackServer(args.model, name=args.name, bias_logprobs=args.bias_logprobs, echo=not args.no_echo,
-                            lifetime_s=args.lifetime_s, port=args.port).start()
+                            lifetime_s=args.lifetime_s, port=args.port, latency_s=args.latency_s,
+                            honour_n=not args.ignore_n).start()
     print(server.url, flush=True)
     try:
         server._thread.join()

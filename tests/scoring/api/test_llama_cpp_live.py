@@ -97,3 +97,37 @@ def test_evaluate_end_to_end_over_logit_bias(live, tmp_path):
     assert served["method"] == "direct" and served["prompt_format"] == "text" and served["self_check"]["passed"]
     assert run["counts"]["in"] == run["counts"]["scored"] + run["counts"]["quarantined"] == 4
     assert str(tmp_path) in json.dumps(run)  # paths are not redacted as if they were secrets
+
+
+@pytest.mark.parametrize("chat", [False, True], ids=["completions", "chat"])
+def test_a_text_only_evaluation_end_to_end(live, tmp_path, chat):
+    """`tidemark evaluate --api-logprobs none` on both endpoints: the probe finds what the recording found (n
+    ignored, seeds reproducible), every row leaves the job, and `rescore --generations` gives the run's scores."""
+    record = json.loads((FIXTURE / "recording_text_only.json").read_text())
+    bench = tmp_path / "bench.jsonl"
+    bench.write_text("".join(json.dumps(r) + "\n" for r in record["rows"]))
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"}
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "jobs.cli", "evaluate", "--benchmark", str(bench), "--model", "smollm2",
+           "--api-base", live["url"], "--api-logprobs", "none", *(["--api-chat"] if chat else []),
+           "--methods", record["methods"], "--samples", "3", "--max-new-tokens", "24", "--out", str(out), "--quiet"]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    run = json.loads((out / "run.json").read_text())
+    probe_seen = run["generation"]["probe"]
+    recorded = record["said"]["chat" if chat else "completions"]["probe"]
+    assert {k: probe_seen[k] for k in ("n", "seed_reproducible", "top_p", "generated_logprobs")} == {
+        k: recorded[k] for k in ("n", "seed_reproducible", "top_p", "generated_logprobs")}
+    assert run["counts"]["in"] == run["counts"]["scored"] + run["counts"]["quarantined"] == 4
+    assert run["generation"]["spent"]["requests_sent"] <= run["generation"]["plan"]["requests"]
+    rescored = tmp_path / "rescored"
+    again = subprocess.run([sys.executable, "-m", "jobs.cli", "rescore", "--generations",
+                            str(out / "generations.parquet"), "--methods", record["methods"], "--out", str(rescored)],
+                           env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    import pyarrow.parquet as pq
+
+    a, b = pq.read_table(out / "scores.parquet"), pq.read_table(rescored / "scores.parquet")
+    for name in b.column_names:
+        np.testing.assert_array_equal(a.column(name).to_numpy(zero_copy_only=False),
+                                      b.column(name).to_numpy(zero_copy_only=False), err_msg=name)

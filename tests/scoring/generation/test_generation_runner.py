@@ -69,3 +69,12 @@ def test_the_budget_guard_stops_before_sending(generation_lm):
         with pytest.raises(BudgetExceeded, match="6 requests left to send where the budget allows 5"):
             runner(srv.url).run(reqs, max_new=5)
         assert srv.requests == 0
+
+
+def test_rate_limits_and_server_errors_are_retried(generation_lm):
+    reqs = requests_for(generation_lm["members"][:1], samples=1)
+    with LoopbackServer(generation_lm["model"], fail_first=[429, 500]) as srv:
+        r = runner(srv.url, retries=3)
+        rows = r.run(reqs)
+        assert srv.statuses == {429: 1, 500: 1, 200: 1}
+    assert rows[0]["sample"] == 0 and r.client.stats["retries"] == 2
