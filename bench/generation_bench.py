@@ -189,7 +189,8 @@ def markdown(res: dict) -> str:
 
     lines += throughput_md(res["throughput"])
     lines += ["", "Cost per 1,000 rows (plan, SmolLM2 tokenizer; generated tokens at their max):", "",
-              "| method | words | server | requests | prompt tokens | generated tokens (max) |", "|---|---|---|---|---|---|"]
+              "| method | words | server | requests | prompt tokens | generated tokens (max) |",
+              "|---|---|---|---|---|---|"]
     for key, c in res["cost_per_1000_rows"].items():
         method, words, n = key.split("|")
         lines.append(f"| {method} | {words} | {n} | {c['requests']:,} | {c['prompt_tokens']:,} | "

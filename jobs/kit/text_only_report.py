@@ -31,7 +31,8 @@ def examples(dest, scores, methods) -> list[dict]:
     if chosen is None:
         return []
     s = np.asarray(scores.column(chosen.column).to_numpy(zero_copy_only=False), dtype=np.float64)
-    order = [i for i in np.argsort(-np.where(np.isfinite(s), s, -np.inf), kind="stable") if np.isfinite(s[i])][:EXAMPLES]
+    ranked = np.argsort(-np.where(np.isfinite(s), s, -np.inf), kind="stable")
+    order = [i for i in ranked if np.isfinite(s[i])][:EXAMPLES]
     ids = [scores.column("id")[int(i)].as_py() for i in order]
     labels = {scores.column("id")[int(i)].as_py(): scores.column("label")[int(i)].as_py() for i in order}
     gens = read_rows(dest, "generations.parquet", ids, ["id", "kind", "sample", "prompt", "text", "target", "info"])

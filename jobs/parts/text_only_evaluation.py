@@ -49,9 +49,9 @@ def run_text_only(cfg) -> dict:
         f"{model.probe.get('seed_accepted')} (reproducible: {model.probe.get('seed_reproducible')}), top_p="
         f"{model.probe.get('top_p')}, stop={model.probe.get('stop')}, generated-token logprobs="
         f"{model.probe.get('generated_logprobs')}")
-    job_fp = ids.json_digest({"settings": asdict(settings), "model": model.identity(), "methods": [m.column for m in methods],
-                              "input": _input_identity(cfg), "paraphrases": cfg.decop_paraphrases,
-                              "tool": ids.tool_version(), "plane": "generate-1"})
+    job_fp = ids.json_digest({"settings": asdict(settings), "model": model.identity(),
+                              "methods": [m.column for m in methods], "input": _input_identity(cfg),
+                              "paraphrases": cfg.decop_paraphrases, "tool": ids.tool_version(), "plane": "generate-1"})
     done = ids.completed_result(dest, job_fp, out) if cfg.resume else None
     if done is not None:
         log(f"{dest.uri} already holds this job's complete output (_SUCCESS); nothing to do")
@@ -72,23 +72,24 @@ def run_text_only(cfg) -> dict:
                                              if finished else ""))
     phases.lap("survey and plan")
     if cfg.dry_run:
-        return _dry_run(out, whole, model, methods, phases)
-    blind = {"job": BlindBaselineJob.from_source(
-        {"benchmark": str(cfg.benchmark), "requester_pays": cfg.requester_pays, "rows_per_part": cfg.shard_size,
-         "prefix_ids": [], "cap": cfg.blind_sample}, cfg.seed, cfg.benchmark)}
-    try:
-        run = _generate(cfg, model, methods, settings, kinds, survey, store, finished | set(admitted), dest)
-    except BaseException:
-        blind["job"].close()
-        raise
-    phases.lap("generate, score and write (workers)")
-    if len(admitted) < len(pending):
-        blind["job"].close()
-        rest = combine_left(pending, admitted)
+        return _dry_run(out, left, model, methods, phases)
+    if len(admitted) < len(pending):  # generate what fits, save it, and stop before the limit
+        if admitted:
+            _generate(cfg, model, methods, settings, kinds, survey, store, finished | set(admitted), dest)
         raise BudgetExceeded(
             f"budget: the plan for the parts left is {planning.describe(left)}; {_limits(cfg)} covers "
-            f"{len(admitted)} of {len(pending)} part(s), which were generated and saved; {planning.describe(rest)} "
-            f"remain: rerun with a limit that covers them (saved parts and answers are not paid again)")
+            f"{len(admitted)} of {len(pending)} part(s), which were generated and saved; "
+            f"{planning.describe(combine_left(pending, admitted))} remain: rerun with a limit that covers them "
+            "(saved parts and answers are not paid again)")
+    blind = BlindBaselineJob.from_source(
+        {"benchmark": str(cfg.benchmark), "requester_pays": cfg.requester_pays, "rows_per_part": cfg.shard_size,
+         "prefix_ids": [], "cap": cfg.blind_sample}, cfg.seed, cfg.benchmark)
+    try:
+        run = _generate(cfg, model, methods, settings, kinds, survey, store, {p.index for p in survey.parts}, dest)
+    except BaseException:
+        blind.close()
+        raise
+    phases.lap("generate, score and write (workers)")
     ledger, stats = run["ledger"], run["stats"]
     ledger.check("evaluate (text-only)")
     if ledger.rows_in != survey.n_good + survey.n_bad:
@@ -103,13 +104,13 @@ def run_text_only(cfg) -> dict:
     metrics = compute_metrics(scores, methods, seed=cfg.seed, n_bootstrap=cfg.n_bootstrap, calibrate=cfg.calibrate,
                               counts=counts)
     phases.lap("metrics")
-    blind_res = blind["job"].result_excluding(set(run["quarantined_ids"]))
+    blind_res = blind.result_excluding(set(run["quarantined_ids"]))
     phases.lap("blind baseline (waiting for it)")
     from jobs.kit.text_only_report import examples, set_test, write_blind
 
     write_blind(out, blind_res)
-    generation = {"probe": model.probe, "endpoint": model.endpoint, "settings": {k: v for k, v in asdict(settings).items()
-                                                                               if k != "prompts"},
+    generation = {"probe": model.probe, "endpoint": model.endpoint,
+                  "settings": {k: v for k, v in asdict(settings).items() if k != "prompts"},
                   "prompts": prompts, "kinds": list(kinds), "plan": whole, "spent": stats.get("api", {}),
                   "spent_all_runs": run["spent_all_runs"],
                   "not_scored": run["not_scored"], "decop_answers": run["answers"],

@@ -57,7 +57,8 @@ class Settings:
 def kind_key(name: str, **params) -> str:
     if not params:
         return name
-    return name + "@" + ",".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(params.items()))
+    return name + "@" + ",".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                                 for k, v in sorted(params.items()))
 
 
 def parse_kind(key: str) -> tuple[str, dict[str, str]]:

@@ -50,8 +50,10 @@ def _spend(gen: Mapping) -> list[tuple[str, str]]:
                         (("n", "n"), ("seed", "seed_accepted"), ("reproducible seed", "seed_reproducible"),
                          ("top_p", "top_p"), ("stop", "stop"), ("generated-token log-probs", "generated_logprobs")))
     return [("endpoint", f"/{gen.get('endpoint')}"), ("the server honours", honours),
-            ("planned", f"{plan.get('requests', 0):,} requests, <= {plan.get('prompt_tokens', 0) + plan.get('completion_tokens', 0):,} tokens"),
-            ("sent this run", _sent(spent)), ("sent for these results, over every run", _sent(gen.get("spent_all_runs") or {}))]
+            ("planned", f"{plan.get('requests', 0):,} requests, <= "
+                        f"{plan.get('prompt_tokens', 0) + plan.get('completion_tokens', 0):,} tokens"),
+            ("sent this run", _sent(spent)),
+            ("sent for these results, over every run", _sent(gen.get("spent_all_runs") or {}))]
 
 
 def _sent(spent: Mapping) -> str:
@@ -73,11 +75,15 @@ def generation_markdown(gen: Mapping | None, examples) -> list[str]:
     md.append("")
     for ex in examples or []:
         md += [f"### `{ex['id']}` (label {ex['label']}, {ex['column']} = {ex['score']:.3f})", "",
-               "> " + ex["prompt"].replace("\n", "\n> "), "", "True continuation:", "",
-               "> " + ex["target"].replace("\n", "\n> "), ""]
+               _quoted(ex["prompt"]), "", "True continuation:", "", _quoted(ex["target"]), ""]
         for s in ex["samples"]:
-            md += [f"Sample {s['sample']} (coverage {s['coverage']:.2f}):", "", "> " + s["text"].replace("\n", "\n> "), ""]
+            md += [f"Sample {s['sample']} (coverage {s['coverage']:.2f}):", "", _quoted(s["text"]), ""]
     return md
+
+
+def _quoted(text: str) -> str:
+    """Untrusted text as a Markdown block quote, every line of it."""
+    return "> " + text.replace("\n", "\n> ")
 
 
 def generation_sections(gen: Mapping | None, examples) -> list[Section]:
