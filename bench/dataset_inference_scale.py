@@ -6,7 +6,8 @@ staging cuts nothing), `tidemark dataset-inference --methods <five detectors>` r
 local Ray while its RSS and the Ray workers' are sampled (bench/scale_bench.run_job). The driver reads only the
 score columns (about a dozen floats a passage) for the learn/test split; everything else stays on the workers.
 
-Results: bench/results/scale_dataset_inference.json and .png.
+Results: bench/results/scale_dataset_inference.json and .png. `--job codec` runs `dataset-inference --method codec`
+on N suspect passages alone (no validation set; --shots 3 from a pool of 1,000): scale_codec.json and .png.
 """
 from __future__ import annotations
 
@@ -47,3 +48,32 @@ def main_bench(args) -> int:
                           f"tidemark dataset-inference (--methods {METHODS}) as a subprocess, tiny GPT-2 with random "
                           f"weights, SOTU passages of {WORDS} words split into two halves of one pool (so p should "
                           "not be small)")
+
+
+def main_codec(args) -> int:
+    """CoDeC's flat-driver check: N suspect passages, two views each (alone, and after 3 pool passages); the driver
+    holds the pool (<= 1,000 passages) and streams the score parts once into rows.parquet."""
+    from bench.scale_bench import WORDS, log, make_rows, run_job, write_job_runs
+    from bench.workspace import tiny_model_dir
+
+    work = Path(args.work or Path(args.out) / "_scale_codec_work")
+    work.mkdir(parents=True, exist_ok=True)
+    sizes = [int(x) for x in args.sizes.split(",") if x]
+    rows = make_rows(max(sizes))
+    model = tiny_model_dir(work, [r["text"] for r in rows[:5000]])["path"]
+    runs: dict = {}
+    for n in sizes:
+        suspect = work / f"suspect-{n}.jsonl"
+        suspect.write_text("".join(json.dumps({"id": r["id"], "text": r["text"]}) + "\n" for r in rows[:n]))
+        out = work / f"out-{n}"
+        log(f"dataset-inference --method codec on {n} passages ...")
+        res = run_job(["dataset-inference", "--method", "codec", "--suspect", str(suspect), "--model", model,
+                       "--out", str(out), "--shots", "3", "--pool", "1000", "--min-words", "4"], out, "report.json")
+        report = json.loads((out / "report.json").read_text())
+        res["contamination_score"], res["mean_delta"] = report["contamination_score"], report["mean_delta"]
+        res["rows_per_s"] = round(n / res["wall_s"], 1)
+        runs[n] = res
+        log(f"  {res['wall_s']} s, driver peak {res['driver_peak_mb']} MB, workers {res['workers_peak_mb']} MB")
+    return write_job_runs(args, work, "codec", runs, "passage", "suspect passages",
+                          f"tidemark dataset-inference --method codec (--shots 3, --pool 1000) as a subprocess, tiny "
+                          f"GPT-2 with random weights, SOTU passages of {WORDS} words")

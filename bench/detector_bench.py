@@ -93,7 +93,10 @@ def bench_detectors(model_dir: str, texts: Sequence[str], *, log: Callable[[str]
         diffs[name] = float(np.max(np.abs(a[ok] - b[ok]))) if ok.any() else None
     research_all = sum(r["total_s"] for r in research.values())
     log(f"  detectors: research-style loss {research['loss']['total_s']:.2f} s, seven metrics {research_all:.2f} s")
+    grad = gradnorm_cost(model, ids, tidemark_loss, scorer)
+    log(f"  detectors: gradnorm {grad['seconds']:.2f} s ({grad['ratio_vs_loss']:.1f}x loss alone)")
     return {
+        "gradnorm": grad,
         "model": str(model_dir), "params": int(sum(p.numel() for p in model.parameters())), "texts": len(texts),
         "tokens": n_tokens, "torch_threads": torch.get_num_threads(), "scorer_batch_size": scorer.max_batch_size,
         "detectors": list(SINGLE_PASS),
@@ -115,3 +118,19 @@ def _fill(stats: dict) -> dict:
     """A research script that computes only log p leaves the other stats empty."""
     n = len(stats["lp"])
     return {k: stats.get(k, np.full(n, np.nan, np.float32)) for k in ("lp", "lp_max", "mu", "sigma", "entropy")}
+
+
+def gradnorm_cost(model, ids, loss_seconds: float, scorer) -> dict:
+    """GradNorm's gradient view on the same texts (scoring/lm/gradnorm.py): one forward and one backward per text,
+    against `loss` alone (tokenise, one batched scoring pass, the detector)."""
+    from scoring.lm.gradnorm import GradNorms
+
+    grads = GradNorms(model, context=scorer.context, stride=scorer.stride)
+    grads(ids[:2])  # warm-up: autograd's first use
+    t0 = time.perf_counter()
+    grads(ids)
+    seconds = time.perf_counter() - t0
+    return {"texts": len(ids), "seconds": round(seconds, 4), "seconds_per_1000_texts": round(1000 * seconds / len(ids), 2),
+            "passes_per_text": "1 forward + 1 backward (one text at a time)", "loss_only_s": round(loss_seconds, 4),
+            "ratio_vs_loss": round(seconds / loss_seconds, 2),
+            "loss_passes_per_text": f"1 forward in batches of up to {scorer.max_batch_size}"}

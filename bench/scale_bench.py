@@ -139,7 +139,7 @@ def main(argv=None) -> int:
     ap.add_argument("--loop-rows", type=int, default=3000, help="rows for the bare batch-1 loop")
     ap.add_argument("--work", default=None)
     ap.add_argument("--job", choices=("evaluate", "audit", "doc-mia", "build", "wikidump", "arxiv", "dataset-inference",
-                                      "paraphrase", "overlap"),
+                                      "codec", "paraphrase", "overlap"),
                     default="evaluate",
                     help="audit: `tidemark audit` on N target rows with a fixed 2k-row calibration set "
                          "(results in scale_audit.json/png); doc-mia: `tidemark doc-mia` on N documents of "
@@ -151,6 +151,7 @@ def main(argv=None) -> int:
                          "`tidemark build-benchmark` (arxiv config) on two months of generated source tars on a local "
                          "moto S3 server (scale_arxiv.json/png; --sizes counts papers); dataset-inference: `tidemark "
                          "dataset-inference` on N passages, half suspect, half validation (scale_dataset_inference.*); "
+                         "codec: `tidemark dataset-inference --method codec` on N suspect passages (scale_codec.*); "
                          "paraphrase: `tidemark paraphrase` (wordnet, rate 0.2) on N rows (scale_paraphrase.*); "
                          "overlap: `tidemark overlap` of 1,000 passages against an N-MB jsonl corpus, beside a plain "
                          "Python scan (scale_overlap.*; --sizes counts MB)")
@@ -164,6 +165,10 @@ def main(argv=None) -> int:
         return main_doc_mia(args)
     if args.job == "build":
         return main_build(args)
+    if args.job == "codec":
+        from bench.dataset_inference_scale import main_codec
+
+        return main_codec(args)
     if args.job in ("wikidump", "arxiv", "dataset-inference", "paraphrase", "overlap"):
         from importlib import import_module
 

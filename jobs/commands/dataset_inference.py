@@ -6,7 +6,9 @@ suspect = the `target` role, label 1; validation = the `calibration` role, label
 the shared scoring pool (jobs/plane/part_loop.py), and the driver runs the set-level test on the score columns only
 (scoring/audits/dataset_inference.py). Outputs: report.json, report.md, report.html, test_scores.png, scores.parquet/
 and the quarantine of every passage or document that could not be used; the report's content (Markdown, page and
-plot) is scoring/reports/dataset_inference_page.py's.
+plot) is scoring/reports/dataset_inference_page.py's. Beside the scoring, the shift guard (jobs/kit/shift_guard.py)
+checks that a model-free classifier cannot tell the two sets apart; where it can, the test is refused unless
+--allow-shift. `--method codec` needs no validation set: jobs/parts/codec_inference.py.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from typing import Optional
 import numpy as np
 import typer
 
+from jobs.kit import shift_guard
 from jobs.kit.report_out import run_and_print_report, write_html
 from jobs.kit.options import command, option, progress_option
 from jobs.kit.served_model import ServedFields, run_record
@@ -27,11 +30,20 @@ from jobs.kit.served_model import ServedFields, run_record
 class DatasetInferenceConfig(ServedFields):
     suspect: str = option(help="texts claimed to be in the training data: a folder/glob of .txt, or jsonl/Parquet "
                           "(question/answer, text or input)")
-    validation: str = option(help="texts of the same kind known NOT to be (e.g. written after the model's cutoff); "
-                             "same formats")
     model: str = option(help="HF causal LM (local dir, hub id, .gguf, smollm2); with --api-base, the served model's "
                         "name")
     out: str = option(help="output directory (report.json, report.md, report.html, test_scores.png)")
+    method: str = option("maini", "maini: the suspect set against --validation (Maini et al.: every detector as a "
+                         "feature, a t-test on held-out halves; refused when a model-free classifier tells the two "
+                         "sets apart, see --allow-shift); codec: the suspect set alone, no held-out set (CoDeC: the "
+                         "share of passages whose likelihood drops with other passages of the set in context)")
+    validation: Optional[str] = option(None, "maini: texts of the same kind known NOT to be in training (drawn like "
+                                       "the suspect set: same source and time); same formats")
+    allow_shift: bool = option(False, "maini: run even where the blind check finds the suspect and validation sets "
+                               "distinguishable without the model (the report then leads with that warning)")
+    shots: int = option(3, "codec: other passages of the set put before each passage", min=1)
+    pool: int = option(1000, "codec: the seeded pool of passages the contexts are drawn from (CoDeC's demo used at "
+                       "most 1,000 samples)", min=2)
     methods: str = option("all", "detectors used as features (all = every one the inputs allow)")
     ref_model: Optional[str] = option(None, "reference model: adds the `ref` feature")
     snippets: int = option(10, "passages per .txt document (seeded; a row is one passage)", min=1)
@@ -54,6 +66,21 @@ def _features(cfg: DatasetInferenceConfig, served):
 
 
 def run_dataset_inference(cfg: DatasetInferenceConfig) -> dict:
+    if cfg.method == "codec":
+        from jobs.parts.codec_inference import run_codec
+
+        if cfg.validation:
+            raise typer.BadParameter("--method codec needs no --validation: it scores the suspect set alone")
+        return run_codec(cfg)
+    if cfg.method != "maini":
+        raise typer.BadParameter(f"--method must be maini or codec; got {cfg.method!r}")
+    if not cfg.validation:
+        raise typer.BadParameter("--method maini needs --validation (texts drawn like the suspect set, known not to "
+                                 "be in training); without one, --method codec")
+    return run_maini(cfg)
+
+
+def run_maini(cfg: DatasetInferenceConfig) -> dict:
     import pyarrow.compute as pc
 
     from jobs.parts.audit_snippets import plan_tasks, run_staging
@@ -89,6 +116,7 @@ def run_dataset_inference(cfg: DatasetInferenceConfig) -> dict:
     dest.delete_tree("_staging")
     staged = run_staging(tasks, dest.uri, None, cfg.progress)
     phases.lap("passages (workers)")
+    guard = shift_guard.start(dest.child("_staging/snippets"), cfg.seed)  # beside the scoring, model-free
     branches = [served.branch(views) if served else ModelBranch(cfg.model, views)]
     if cfg.ref_model:
         branches.append(ModelBranch(cfg.ref_model, ("original",), rename_original="ref"))
@@ -105,6 +133,8 @@ def run_dataset_inference(cfg: DatasetInferenceConfig) -> dict:
         fingerprint_for=lambda text, ids, freq: json_digest({**identity, "prefix": [text, list(ids)]}), progress=cfg.progress)
     run.ledger.check("dataset-inference scoring")
     phases.lap("score (workers)")
+    shift = shift_guard.check(guard, cfg.allow_shift)  # refuses (exit 2) before testing sets told apart
+    phases.lap("shift check (waiting for it)")
     columns = [m.column for m in methods]
     scores = read_parts(scoring, "scores.parquet", ["id", "label", "in_eval", *columns])
     if scores is None:
@@ -122,6 +152,7 @@ def run_dataset_inference(cfg: DatasetInferenceConfig) -> dict:
               for role in ("target", "calibration")}
     report = {
         "p_value": res["p_value"], "t": res["t"], "df": res["df"], "conclusion": conclusion(res["p_value"]),
+        "shift_check": shift, "shift_warning": shift_guard.warning(shift),
         "meaning": MEANING, "weights": res["weights"], "intercept": res["intercept"],
         "features_used": res["features_used"], "sizes": res["sizes"], "test_means": res["test_means"],
         "inputs": {"suspect": cfg.suspect, "validation": cfg.validation,
@@ -129,7 +160,7 @@ def run_dataset_inference(cfg: DatasetInferenceConfig) -> dict:
                    "validation_passages": counts["calibration"]["snippets"],
                    "documents_quarantined": {"suspect": counts["target"]["documents_quarantined"],
                                              "validation": counts["calibration"]["documents_quarantined"]},
-                   "recall_prefix_passages": len(run.prefix_ids)},
+                   "recall_prefix_passages": len(run.recall_prefix_ids)},
         "scoring": {"rows_in": run.ledger.rows_in, "scored": run.ledger.rows_out,
                     "quarantined": run.ledger.quarantined, "reasons": dict(run.ledger.reasons)},
         "counts": {"in": run.ledger.rows_in, "scored": run.ledger.rows_out, "quarantined": run.ledger.quarantined,
@@ -149,5 +180,8 @@ def run_dataset_inference(cfg: DatasetInferenceConfig) -> dict:
 def register(app: typer.Typer) -> None:
     app.command("dataset-inference")(command(
         DatasetInferenceConfig, lambda cfg: run_and_print_report(run_dataset_inference, cfg),
-        doc="Set-level membership test (Maini et al., 2024): every detector's score as a feature, a linear model "
-            "learned on half of each set, a one-sided Welch t-test on the other half. Reports p, t, the weights."))
+        doc="Set-level membership tests. --method maini (default): the suspect set against --validation (Maini et "
+            "al., 2024: every detector's score as a feature, a linear model learned on half of each set, a one-sided "
+            "Welch t-test on the other half; refused where a model-free classifier tells the two sets apart, unless "
+            "--allow-shift). --method codec: the suspect set alone (CoDeC: the share of passages whose likelihood "
+            "drops with other passages of the set in context)."))

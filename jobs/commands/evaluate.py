@@ -67,8 +67,7 @@ def resolve_methods(spec: str, ref_model: str | None, served=None, neighbour_mod
     neighbour without --neighbour-model, the full-distribution ones over an API): left out of `all` (saying so
     where a user may expect it), refused when named."""
     from jobs.kit.served_model import drop_full_distribution
-    from scoring.detectors import parse_methods
-
+    from scoring.detectors import REGISTRY, parse_methods
     from scoring.detectors.base import InputError
 
     try:
@@ -76,6 +75,13 @@ def resolve_methods(spec: str, ref_model: str | None, served=None, neighbour_mod
     except InputError as exc:
         raise typer.BadParameter(str(exc)) from None
     named = spec not in ("all", None)
+    if not named:
+        opt_in = sorted(n for n, d in REGISTRY.items() if d.opt_in and d.input == "token_stats" and n != "codec")
+        typer.echo(f"[methods] run only when named: {', '.join(opt_in)} (con_recall consumes labelled rows as its "
+                   "prefixes; gradnorm costs a backward pass per text)", err=True)
+    if any(m.name == "codec" for m in methods):
+        raise typer.BadParameter("codec is a set-level test with its own context pool: run `tidemark "
+                                 "dataset-inference --method codec --suspect SET`")
     for name, model, flag in (("ref", ref_model, "--ref-model"), ("neighbour", neighbour_model, "--neighbour-model")):
         if model or not any(m.name == name for m in methods):
             continue
@@ -221,7 +227,9 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     set_test = suspect_vs_reference(scores, resolve_column(cfg.set_test, methods)) if cfg.set_test else None
     run_info = redact({"benchmark": str(cfg.benchmark), "model": cfg.model, "ref_model": cfg.ref_model,
                        "config": asdict(cfg), "counts": counts, "ledger": ledger.to_dict(), "views": list(views),
-                       "recall_prefix_ids": sorted(run.prefix_ids), "seconds": round(time.perf_counter() - t0, 2),
+                       "recall_prefix_ids": sorted(run.recall_prefix_ids),
+                       "seconds": round(time.perf_counter() - t0, 2),
+                       "con_recall_prefix_ids": run.labelled_prefix_ids or None,
                        "parts": run.stats, "survey": run.survey, "fingerprint": job_fp,
                        "blind_baseline": blind_res["source"] if blind_res else None,
                        "blind_baseline_sample": (blind_res or {}).get("sample"), "phases_s": phases.laps,

@@ -185,14 +185,21 @@ def served_context(tokenizer_path: str, tok) -> int:
 
 
 def drop_full_distribution(methods, spec: str, served: ServedModel | None):
-    """Over an API, full-distribution detectors without `topk=` cannot be computed: with `--methods all` they are
-    left out (and said so), named explicitly they are refused with the way out."""
+    """Over an API, full-distribution detectors without `topk=` cannot be computed, nor those that need the weights
+    (GradNorm): with `--methods all` they are left out (and said so), named explicitly they are refused with the
+    way out."""
     from scoring.detectors.base import DistributionError, distribution_gate
 
     if served is None:
         return methods
     keep, dropped = [], []
     for m in methods:
+        if m.detector.weights_only:  # a gradient: no API returns one
+            if spec not in ("all", None):
+                raise typer.BadParameter(f"{m.column} needs the model's weights (it back-propagates the loss); a "
+                                         "served model's API has none: drop it, or run with a local --model")
+            typer.echo(f"[served model] left out of --methods all: {m.column} (needs the model's weights)", err=True)
+            continue
         try:
             distribution_gate([m], {"original": {served.api.source}})
             keep.append(m)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
@@ -22,11 +22,13 @@ from jobs.parts.benchmark_parts import plan_parts
 from jobs.kit.log import log
 from curation.io.ledger import ReconcileError, Ledger
 from jobs.plane.part_store import PartStore
-from jobs.plane.survey import prefix_text as read_prefix, run_survey, survey_json
+from jobs.plane.survey import (context_pool, labelled_prefix_texts, prefix_text as read_prefix, run_survey,
+                               survey_json)
 from jobs.plane.watch import StalledPool, replanning
 from jobs.plane.scoring_pool import (PartFinisher, PrepareParts, ScoringSpec, benchmark_stages, cluster_cpus, part_items,
                                run_pipeline, from_ipc)
 from curation.io.outputs import Location, new_run_id
+from scoring.lm.views import labelled_prefix_view, parse_labelled_prefix_view
 from scoring.api.client import ApiFatal, api_fatal_reason
 
 ABORT_ENV = "TIDEMARK_FAULT_ABORT_AFTER_PARTS"  # fault injection: stop the job after committing N parts
@@ -43,27 +45,43 @@ class PartRun:
     ledger: Ledger
     stats: dict
     run_id: str
-    prefix_ids: list[str] = field(default_factory=list)
+    prefix_ids: list[str] = field(default_factory=list)  # every row scored but not evaluated (the prefixes')
     token_freq: np.ndarray | None = None
     survey: dict = field(default_factory=dict)
+    labelled_prefix_ids: dict = field(default_factory=dict)  # Con-ReCall's {member, nonmember: [ids]}
+    recall_prefix_ids: list[str] = field(default_factory=list)  # ReCaLL's prefix alone
+    pool_ids: list[str] = field(default_factory=list)  # CoDeC's context pool
 
 
 def score_benchmark(*, benchmark: str, requester_pays: bool, rows_per_part: int, dest: Location,
                     spec_for: Callable[[str | None], ScoringSpec], methods: Sequence, seed: int,
                     prefix_shots: int = 0, count_tokens_of: str | None = None, token_freq: np.ndarray | None = None,
                     fingerprint_for: Callable[..., str], resume: bool = True, progress: bool = True,
-                    on_planned: Callable[[list[str]], None] | None = None) -> PartRun:
+                    on_planned: Callable[[list[str]], None] | None = None, pool_size: int = 0) -> PartRun:
     """`spec_for(prefix_text)` builds the pool's spec once the prefix is known; `fingerprint_for(prefix_text,
-    prefix_ids, token_freq)` names everything that changes a part's outputs."""
+    prefix_ids, token_freq)` names everything that changes a part's outputs. Detectors that read Con-ReCall's
+    labelled prefixes or CoDeC's context pool (`pool_size` rows) get them chosen by the survey, the same rows however
+    the job is cut into parts."""
     parts = plan_parts(benchmark, rows_per_part, requester_pays)
+    labelled = sorted({parse_labelled_prefix_view(v)[1] for m in methods for v in m.needs if v.startswith("prefixed:")})
+    if len(labelled) > 1:
+        raise ValueError(f"one Con-ReCall prefix size per run: shots {labelled} were asked")
+    codec = any(v.startswith("codec:") for m in methods for v in m.needs)
     survey = run_survey(parts, count_tokens_of=None if token_freq is not None else count_tokens_of,
-                        prefix_shots=prefix_shots, seed=seed, progress=progress)
-    text, prefix_ids = read_prefix(survey)
+                        prefix_shots=prefix_shots, seed=seed, progress=progress,
+                        labelled_shots=labelled[0] if labelled else 0, pool_size=pool_size if codec else 0)
+    text, recall_ids = read_prefix(survey)
+    prefix_ids = list(recall_ids)
+    named = labelled_prefix_texts(survey)
+    prefixes = tuple((labelled_prefix_view(label, labelled[0]), t) for label, (t, _) in sorted(named.items()))
+    labelled_ids = {label: ids for label, (_, ids) in named.items()}
+    prefix_ids = sorted(set(prefix_ids).union(*labelled_ids.values())) if labelled_ids else prefix_ids
     if on_planned:
         on_planned(prefix_ids)
     if token_freq is None and count_tokens_of:
         token_freq = survey.token_counts
-    spec = spec_for(text)
+    contexts = context_pool(survey)
+    spec = replace(spec_for(text), prefixes=prefixes, context_pool=contexts)
     store = PartStore(dest, fingerprint_for(text, prefix_ids, token_freq))
     stats = {"parts": len(survey.parts), "reused": 0, "scored": 0, "streamed": 0, "isolated": 0,
              "rows_worker_failed": 0, "pipeline_failures": 0, "replans": 0, "nodes_lost": 0,
@@ -92,7 +110,8 @@ def score_benchmark(*, benchmark: str, requester_pays: bool, rows_per_part: int,
     if ledger.rows_in != survey.n_good + survey.n_bad:
         raise ReconcileError(f"the parts account for {ledger.rows_in} rows; the survey read "
                               f"{survey.n_good + survey.n_bad}")
-    return PartRun(ledger, stats, run_id, prefix_ids, token_freq, survey_json(survey))
+    return PartRun(ledger, stats, run_id, prefix_ids, token_freq, survey_json(survey), labelled_prefix_ids=labelled_ids,
+                   recall_prefix_ids=list(recall_ids), pool_ids=[rid for rid, _ in contexts])
 
 
 def run_parts(work: Sequence, *, index: Callable[[object], int], digests: dict[int, str], store: PartStore,

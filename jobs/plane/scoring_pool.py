@@ -60,6 +60,8 @@ class ScoringSpec:
     gpus_per_actor: float = 0.0
     hooks: dict = field(default_factory=dict)  # audit log / fault injection (jobs/plane/tasks.py)
     neighbour_model: str | None = None  # the masked LM that makes the `nbr:` views (neighbourhood attack)
+    prefixes: tuple[tuple[str, str], ...] = ()  # Con-ReCall's (view, prefix text) pairs (scoring/lm/views.py)
+    context_pool: tuple[tuple[str, str], ...] = ()  # CoDeC's (id, text) pool (jobs/plane/survey.context_pool)
     stall_timeout_s: float = STALL_TIMEOUT_S  # no part finished in this long: the job stops (jobs/plane/retry_policy.py)
 
     @property
@@ -84,7 +86,8 @@ class ScoringSpec:
     def tokenize_kwargs(self, branch: ModelBranch) -> dict:
         views = tuple(v for v in branch.views if not is_late_view(v))  # the scorer actor makes the others
         return {"model": branch.model, "views": views, "prefix_text": self.prefix_text,
-                "rename_original": branch.rename_original, "tokenizer": branch.tokenizer}
+                "rename_original": branch.rename_original, "tokenizer": branch.tokenizer, "prefixes": self.prefixes,
+                "context_pool": self.context_pool}
 
 
 def to_ipc(table: pa.Table) -> bytes:

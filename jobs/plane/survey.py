@@ -67,12 +67,15 @@ class Survey:
     n_bad: int = 0
     n_duplicates: int = 0
     prefix: list[tuple[int, int, str]] = field(default_factory=list)  # (part, line, id) of the ReCaLL prefix rows
+    # Con-ReCall's prefixes, per label ("member", "nonmember"): (part, line, id) in benchmark order
+    labelled_prefixes: dict[str, list[tuple[int, int, str]]] = field(default_factory=dict)
+    pool: list[tuple[int, int, str]] = field(default_factory=list)  # CoDeC's context pool, in benchmark order
     token_counts: np.ndarray | None = None
     plans: dict[int, dict] = field(default_factory=dict)  # part index → its request plan (text-only jobs)
 
 
 def run_survey(parts: Sequence[PartSpec], *, count_tokens_of: str | None, prefix_shots: int, seed: int,
-               progress: bool = True, planner=None) -> Survey:
+               progress: bool = True, planner=None, labelled_shots: int = 0, pool_size: int = 0) -> Survey:
     """Run the survey pass on Ray and plan from it (see the module docstring)."""
     import ray
 
@@ -95,13 +98,13 @@ def run_survey(parts: Sequence[PartSpec], *, count_tokens_of: str | None, prefix
                 np.add.at(counts, np.frombuffer(r["tok"], dtype=np.int64), np.frombuffer(r["cnt"], dtype=np.int64))
             r["tok"] = r["cnt"] = b""
     survey = plan_from_survey(parts, results, prefix_shots=prefix_shots, seed=seed, token_counts=counts,
-                              unipc=from_ipc)
+                              unipc=from_ipc, labelled_shots=labelled_shots, pool_size=pool_size)
     survey.plans = {i: json.loads(r["plan"]) for i, r in results.items() if r.get("plan")}
     return survey
 
 
 def plan_from_survey(parts: Sequence[PartSpec], results: dict, *, prefix_shots: int, seed: int,
-                     token_counts=None, unipc=None) -> Survey:
+                     token_counts=None, unipc=None, labelled_shots: int = 0, pool_size: int = 0) -> Survey:
     """Number the lines, resolve ids, find duplicates and pick the prefix. Pure: tested without Ray. The ids stay
     in Arrow (first occurrences by index_in over the unique ids): a Python set of every id cost ~0.2 KB a row."""
     import heapq
@@ -135,30 +138,61 @@ def plan_from_survey(parts: Sequence[PartSpec], results: dict, *, prefix_shots: 
     survey.n_duplicates = int(dup.sum())
     for part, line in zip(rows["part"].filter(pa.array(dup)).to_pylist(), rows["line"].filter(pa.array(dup)).to_pylist()):
         survey.drops.setdefault(part, []).append(line)
+    labels = np.asarray(rows["label"].to_numpy(zero_copy_only=False))
+
+    def smallest(label: int | None, n: int, who: str, key: str = "recall-prefix") -> list[tuple[int, int, str]]:
+        """The n rows of a label (None: any) with the smallest seeded hash of their id, in benchmark order."""
+        cand = rows.filter(pa.array((~dup) & ((labels == label) if label is not None else True)))
+        if cand.num_rows < n and label is not None:
+            raise ValueError(f"{who} needs {n} {'non-member' if label == 0 else 'member'} rows for its prefix; the "
+                             f"benchmark has {cand.num_rows}")
+        chosen = heapq.nsmallest(n, ((stable_seed(key, seed, rid), part, line, rid)
+                                     for b in cand.to_batches(65_536)
+                                     for rid, part, line in zip(*(b.column(c).to_pylist()
+                                                                  for c in ("id", "part", "line")))))
+        return sorted((part, line, rid) for _, part, line, rid in chosen)
+
     if prefix_shots:
-        keep = (~dup) & (np.asarray(rows["label"].to_numpy(zero_copy_only=False)) == 0)
-        cand = rows.filter(pa.array(keep))
-        if cand.num_rows < prefix_shots:
-            raise ValueError(f"recall needs {prefix_shots} non-member rows for its prefix; the benchmark has "
-                             f"{cand.num_rows}")
-        chosen = heapq.nsmallest(prefix_shots, ((stable_seed("recall-prefix", seed, rid), part, line, rid)
-                                                for b in cand.to_batches(65_536)
-                                                for rid, part, line in zip(*(b.column(c).to_pylist()
-                                                                             for c in ("id", "part", "line")))))
-        survey.prefix = sorted((part, line, rid) for _, part, line, rid in chosen)  # benchmark order
+        survey.prefix = smallest(0, prefix_shots, "recall")
+    if labelled_shots:  # the same rule per label: ReCaLL's prefix is among Con-ReCall's non-members
+        survey.labelled_prefixes = {"nonmember": smallest(0, labelled_shots, "con_recall"),
+                                    "member": smallest(1, labelled_shots, "con_recall")}
+    if pool_size:  # CoDeC's context pool: the same rule over every row, its own hash
+        survey.pool = smallest(None, pool_size, "codec", key="codec-pool")
     return survey
 
 
+def _texts(survey: Survey, chosen: Sequence[tuple[int, int, str]]) -> list[str]:
+    """The chosen rows' texts, read from their parts (a few rows)."""
+    by_part = {p.index: p for p in survey.parts}
+    return [next(r for r in read_part(by_part[part]).rows if r["line"] == line)["input"] for part, line, _ in chosen]
+
+
 def prefix_text(survey: Survey) -> tuple[str | None, list[str]]:
-    """The ReCaLL prefix: the chosen rows' texts in benchmark order, read from their parts (a few rows)."""
+    """The ReCaLL prefix: the chosen rows' texts in benchmark order, joined by blank lines."""
     if not survey.prefix:
         return None, []
-    by_part = {p.index: p for p in survey.parts}
-    texts = []
-    for part, line, rid in survey.prefix:
-        row = next(r for r in read_part(by_part[part]).rows if r["line"] == line)
-        texts.append(row["input"])
-    return "\n\n".join(texts) + "\n\n", [rid for _, _, rid in survey.prefix]
+    return "\n\n".join(_texts(survey, survey.prefix)) + "\n\n", [rid for _, _, rid in survey.prefix]
+
+
+POOL_CHARS = 2048  # CoDeC's demo cuts every sample to 2,048 characters (at a word boundary): contexts stay short
+
+
+def context_pool(survey: Survey) -> tuple[tuple[str, str], ...]:
+    """CoDeC's pool as (id, text) pairs, each text cut to POOL_CHARS at a word boundary."""
+    out = []
+    for (_, _, rid), text in zip(survey.pool, _texts(survey, survey.pool)):
+        if len(text) > POOL_CHARS:
+            text = text[:POOL_CHARS].rsplit(" ", 1)[0]
+        out.append((rid, text))
+    return tuple(out)
+
+
+def labelled_prefix_texts(survey: Survey) -> dict[str, tuple[str, list[str]]]:
+    """Con-ReCall's prefixes, {label: (text, ids)}: the shots joined with nothing between them, as its official
+    code and Fast-MIA join them."""
+    return {label: ("".join(_texts(survey, chosen)), [rid for _, _, rid in chosen])
+            for label, chosen in survey.labelled_prefixes.items()}
 
 
 def survey_json(survey: Survey) -> dict:

@@ -8,7 +8,7 @@ import os
 import pyarrow as pa
 
 from scoring.lm.tokenstats import STAT_FIELDS, TOKEN_STATS_SCHEMA
-from scoring.lm.views import TOKEN_COLUMNS, ViewBuilder, ViewRequest
+from scoring.lm.views import GRAD, TOKEN_COLUMNS, ViewBuilder, ViewRequest
 
 TOKENIZED_SCHEMA = pa.schema([
     pa.field("id", pa.string()), pa.field("view", pa.string()), pa.field("text", pa.string()),
@@ -23,11 +23,11 @@ class TokenizeTask:
     the local tokenizer of a served model."""
 
     def __init__(self, model: str, views: tuple[str, ...], prefix_text: str | None = None,
-                 rename_original: str | None = None, tokenizer: str | None = None):
+                 rename_original: str | None = None, tokenizer: str | None = None, prefixes=(), context_pool=()):
         from scoring.lm.model import load_tokenizer
 
-        self.builder = ViewBuilder(load_tokenizer(tokenizer or model), ViewRequest(tuple(views), prefix_text),
-                                   rename_original=rename_original)
+        request = ViewRequest(tuple(views), prefix_text, tuple(map(tuple, prefixes)), tuple(map(tuple, context_pool)))
+        self.builder = ViewBuilder(load_tokenizer(tokenizer or model), request, rename_original=rename_original)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         cols = self.builder(batch.select(["id", "input"]).to_pydict())
@@ -41,6 +41,7 @@ class ScoreTask:
                  device: str | None = None, hooks: dict | None = None, api: dict | None = None,
                  tokenizer: str | None = None, neighbours: dict | None = None):
         self.rows_seen = 0
+        self.grads = None  # the gradient view's GradNorms, made on first use (scoring/lm/gradnorm.py)
         self.hooks = dict(hooks or {})
         if threads:
             import torch
@@ -75,13 +76,50 @@ class ScoreTask:
             cols = self.neighbours(cols)
         n = len(cols["id"])
         calls_before = self.scorer.calls
-        scored = self.scorer(cols)
+        is_grad = [v == GRAD for v in cols.get("view", [None] * n)]
+        if any(is_grad):  # the gradient view is back-propagated, the others scored
+            scored = _merged(self.scorer(_rows(cols, [i for i in range(n) if not is_grad[i]])),
+                             self._grad_rows(_rows(cols, [i for i in range(n) if is_grad[i]])), is_grad)
+        else:
+            scored = self.scorer(cols)
         if self.hooks.get("score_log"):
             _log_scored(self.hooks["score_log"], cols, self.scorer.calls - calls_before)
         out = {f.name: scored.get(f.name, [None] * n) for f in SCORED_SCHEMA}
         for k in STAT_FIELDS:
             out[k] = [v if v else [] for v in out[k]]
         return pa.table(out, schema=SCORED_SCHEMA)
+
+    def _grad_rows(self, cols: dict) -> dict:
+        """The gradient view's rows: each parameter tensor's gradient norms instead of token stats
+        (scoring/lm/gradnorm.py). A served model has no gradient: its rows fail (the job refuses first)."""
+        from scoring.lm.gradnorm import GradNorms
+
+        if self.grads is None:
+            if not hasattr(self.scorer, "model"):
+                raise ValueError("the gradient view needs the model's weights; a served model has none")
+            self.grads = GradNorms(self.scorer.model, context=self.scorer.context, stride=self.scorer.stride)
+        got = self.grads(cols["token_ids"])
+        out = {k: list(v) for k, v in cols.items()}
+        out["grad_norms"] = [None if g is None else g.tolist() for g, _ in got]
+        prior = list(cols.get("error") or [None] * len(got))
+        out["error"] = [p or e for p, (_, e) in zip(prior, got)]
+        out["n_windows"] = [0] * len(got)
+        out["model"] = [self.scorer.model_name] * len(got)
+        out["lp_source"] = ["local"] * len(got)
+        return out
+
+
+def _rows(cols: dict, index: list[int]) -> dict:
+    return {k: [v[i] for i in index] for k, v in cols.items()}
+
+
+def _merged(scored: dict, grads: dict, is_grad: list[bool]) -> dict:
+    """The scored rows and the gradient rows back in the batch's order (a column one side lacks is null there)."""
+    order, s, g = [], 0, 0
+    for flag in is_grad:
+        order.append((grads, g) if flag else (scored, s))
+        g, s = g + flag, s + (not flag)
+    return {k: [src[k][j] if k in src else None for src, j in order] for k in set(scored) | set(grads)}
 
 
 def api_scorer(api: dict, tokenizer: str, scorer_kwargs: dict):

@@ -1,7 +1,10 @@
 """Importing this package registers every detector (one module each)."""
 from scoring.detectors import (  # noqa: F401 - imported for registration
+    codec,
+    con_recall,
     dc_pdd,
     decop,
+    gradnorm,
     loss,
     lowercase,
     max_k,

@@ -32,6 +32,10 @@ class Detector:
     # What the detector reads: "token_stats" (log-probabilities: weights, or a server that returns them) or
     # "generations" (text a model generated: scoring/generation; `needs` then names prompt kinds, not views).
     input: str = "token_stats"
+    # Needs the weights themselves (a gradient: GradNorm): refused over an API, whatever it returns.
+    weights_only: bool = False
+    # Run only when named, never by `all`: Con-ReCall consumes labelled rows, GradNorm costs a backward per text.
+    opt_in: bool = False
 
 
 REGISTRY: dict[str, Detector] = {}
@@ -39,7 +43,8 @@ INPUTS = ("token_stats", "generations")
 
 
 def register(name: str, *, needs=(), description: str = "", optional: Mapping[str, object] | None = None,
-             full_distribution: bool = False, input: str = "token_stats", **defaults):
+             full_distribution: bool = False, input: str = "token_stats", weights_only: bool = False,
+             opt_in: bool = False, **defaults):
     """Decorator: `@register("min_k", k=0.2)`. `needs` is a tuple of view names or a function of the params."""
     needs_fn = needs if callable(needs) else (lambda params, _n=tuple(needs): _n)
     if input not in INPUTS:
@@ -50,7 +55,7 @@ def register(name: str, *, needs=(), description: str = "", optional: Mapping[st
             raise ValueError(f"detector {name!r} registered twice")
         REGISTRY[name] = Detector(name, fn, {**defaults, **(optional or {})}, needs_fn,
                                   description or (fn.__doc__ or "").strip(), dict(optional or {}), full_distribution,
-                                  input)
+                                  input, weights_only, opt_in)
         return fn
 
     return wrap
@@ -132,7 +137,7 @@ def parse_methods(specs: str | list[str] | None, input: str = "token_stats") -> 
     """Comma-separated specs; `all` (or None) = every registered detector of that `input` with its defaults.
     Named detectors that read another input are refused by name (InputError), with the ones that run."""
     if specs is None or specs == "all" or specs == ["all"]:
-        return [Method(n, dict(d.defaults)) for n, d in sorted(REGISTRY.items()) if d.input == input]
+        return [Method(n, dict(d.defaults)) for n, d in sorted(REGISTRY.items()) if d.input == input and not d.opt_in]
     items = specs.split(",") if isinstance(specs, str) else [s for x in specs for s in x.split(",")]
     methods = [parse_method(s) for s in items if s.strip()]
     wrong = [m.name for m in methods if m.detector.input != input]
@@ -171,6 +176,12 @@ def top_k_mean(x: np.ndarray, k: float) -> float:
     if not len(x):
         return float("nan")
     return float(np.mean(np.sort(x)[::-1][: k_count(len(x), k)]))
+
+
+def prefix_aligned(lp_prefixed: np.ndarray, lp: np.ndarray, first: int) -> np.ndarray:
+    """A prefixed view's log-probabilities over the same tokens as the unprefixed `lp`: the prefixed view also
+    predicts the text's first token (from the prefix), which the unprefixed one cannot, so it is dropped."""
+    return lp_prefixed[first:] if len(lp_prefixed) == len(lp) + first else lp_prefixed
 
 
 class DistributionError(ValueError):

@@ -34,6 +34,9 @@ TOKEN_STATS_SCHEMA = pa.schema(
         # Where the numbers came from: "local" (the weights) or "api:<method>:top<n>" (a served model,
         # scoring/api): over an API, mu/sigma/entropy are top-n approximations. Absent (null) in older tables.
         pa.field("lp_source", pa.string()),
+        # The gradient view's rows only (scoring/lm/gradnorm.py): each parameter tensor's gradient p-norm, for
+        # p = inf, 1, 2 in turn. Null elsewhere, and absent in older tables.
+        pa.field("grad_norms", pa.list_(pa.float32())),
     ]
 )
 
@@ -52,6 +55,7 @@ class TokenStats:
     first_predicted: np.ndarray
     texts: list[str | None] = field(default_factory=list)
     offsets: list[np.ndarray | None] = field(default_factory=list)
+    grad_norms: list[np.ndarray] = field(default_factory=list)  # the gradient view's per-tensor norms
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -75,6 +79,7 @@ class TokenStats:
             first_predicted=np.asarray([int(r.get("first_predicted", 1) or 0) for r in records], dtype=np.int64),
             texts=[r.get("text") for r in records],
             offsets=[None if r.get("offsets") is None else np.asarray(r["offsets"], dtype=np.int64) for r in records],
+            grad_norms=[arr(r, "grad_norms", np.float64) for r in records],
         )
 
 
@@ -82,7 +87,7 @@ def empty_record(rec_id: str, view: str, model: str, error: str | None = None) -
     return {
         "id": rec_id, "view": view, "model": model, "text": None, "token_ids": [], "offsets": None,
         "first_predicted": 1, "n_windows": 0, **{k: [] for k in STAT_FIELDS}, "error": error,
-        "lp_source": None,
+        "lp_source": None, "grad_norms": None,
     }
 
 

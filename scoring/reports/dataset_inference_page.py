@@ -39,12 +39,14 @@ def plot_test_scores(res: dict) -> bytes:
 def report_markdown(r: dict) -> str:
     """report.md."""
     sz = r["sizes"]
-    lines = ["# Tidemark dataset inference", "", f"**{r['conclusion']}.**", "",
+    lines = ["# Tidemark dataset inference", "", *([f"> **Warning:** {r['shift_warning']}", ""]
+                                                  if r.get("shift_warning") else []), f"**{r['conclusion']}.**", "",
              f"- suspect: `{r['inputs']['suspect']}` ({r['inputs']['suspect_passages']} passages); validation: "
              f"`{r['inputs']['validation']}` ({r['inputs']['validation_passages']} passages); model `{r['model']}`",
              f"- learned on {sz['suspect_learn']} + {sz['validation_learn']} passages, tested on "
              f"{sz['suspect_test']} + {sz['validation_test']}: t = {r['t']:.3f}, df = {r['df']:.1f}, "
              f"p = {r['p_value']:.3g} (one-sided Welch)",
+             shift_line(r.get("shift_check") or {}),
              f"- scoring: {r['scoring']['rows_in']} passages in, {r['scoring']['scored']} scored, "
              f"{r['scoring']['quarantined']} quarantined (`scoring/quarantine.parquet/`); documents or rows "
              f"quarantined while reading: {r['inputs']['documents_quarantined']['suspect']} suspect, "
@@ -56,6 +58,16 @@ def report_markdown(r: dict) -> str:
         lines.append(f"| {name} | {w:+.4f} |")
     lines += ["", "Plot: `test_scores.png` (the held-out halves' scores).", ""]
     return "\n".join(lines)
+
+
+def shift_line(check: dict) -> str:
+    """The shift guard's result in one line (report.md; report.html's facts)."""
+    if not check.get("checked"):
+        return f"- shift check: not run ({check.get('why', 'no result')})"
+    lo, hi = check["auc_ci"]
+    return (f"- shift check: a text-only classifier ({check['classifier']}) tells the sets apart at AUC "
+            f"{check['blind_auc']:.3f} [{lo:.2f}, {hi:.2f}]; refused above {check['threshold']} unless --allow-shift"
+            + (" (given)" if check.get("shifted") and check.get("allowed") else ""))
 
 
 def report_page(r: dict, out: Path) -> Page:
@@ -87,8 +99,10 @@ def report_page(r: dict, out: Path) -> Page:
             Table(["detector", "weight"], [[Code(n), f"{w:+.4f}"] for n, w in weights])]),
     ]
     sc = r["scoring"]
-    warnings = [left_out(sc["quarantined"], sc["rows_in"], "passages", "could not be scored",
-                         where="scoring/quarantine.parquet")] if sc["quarantined"] else []
+    warnings = [r["shift_warning"]] if r.get("shift_warning") else []
+    if sc["quarantined"]:
+        warnings.append(left_out(sc["quarantined"], sc["rows_in"], "passages", "could not be scored",
+                                 where="scoring/quarantine.parquet"))
     unread = inputs["documents_quarantined"]
     if unread["suspect"] or unread["validation"]:
         warnings.append(f"{unread['suspect']:,} suspect and {unread['validation']:,} validation documents or rows "
@@ -98,7 +112,8 @@ def report_page(r: dict, out: Path) -> Page:
              ("model", Code(str(r["model"]))),
              ("passages", f"{sc['rows_in']:,} in, {sc['scored']:,} scored, {sc['quarantined']:,} quarantined; "
                           f"{inputs['recall_prefix_passages']} validation passages used as ReCaLL's prefix, "
-                          "not tested")]
+                          "not tested"),
+             ("shift check", shift_line(r.get("shift_check") or {}).removeprefix("- shift check: "))]
     files = [("report.md", "this report's numbers as Markdown"),
              ("report.json", "p, t, the weights, sizes and counts"),
              ("scoring", "every passage's detector scores (scores.parquet/) and the quarantine")]

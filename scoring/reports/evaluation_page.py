@@ -154,8 +154,13 @@ def _facts(run_info: Mapping, n_detectors: int) -> list:
     rows = (f"{counts.get('in', 0):,} in, {counts.get('scored', 0):,} scored, "
             f"{counts.get('quarantined', 0):,} quarantined")
     if counts.get("recall_prefix"):
-        rows += f"; {counts['recall_prefix']:,} used as ReCaLL's prefix and not evaluated"
+        rows += f"; {counts['recall_prefix']:,} used as a prefix (ReCaLL, Con-ReCall) and not evaluated"
     facts += [("rows", rows), ("detectors", n_detectors)]
+    labelled = run_info.get("con_recall_prefix_ids")
+    if labelled:
+        facts.append(("labels consumed", f"con_recall uses {len(labelled.get('member', []))} labelled members and "
+                                         f"{len(labelled.get('nonmember', []))} labelled non-members as its "
+                                         "prefixes (left out of every metric; run.json lists them)"))
     if run_info.get("blind_baseline"):
         facts.append(("blind baseline", f"text-only classifiers, {run_info['blind_baseline']}"))
     if run_info.get("seconds") is not None:

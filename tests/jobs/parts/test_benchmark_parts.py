@@ -126,3 +126,23 @@ def test_a_part_with_no_line_finishes_with_empty_files(tmp_path):
     assert (summary["rows_in"], summary["scored"], summary["quarantined"]) == (0, 0, 0)
     for d in ("token_stats", "scores", "quarantine"):
         assert pq.read_table(tmp_path / f"{d}.parquet" / "part-00007.parquet").num_rows == 0
+
+
+def test_con_recalls_labelled_prefixes_do_not_depend_on_the_cut(tmp_path):
+    bench = write_benchmark(tmp_path / "bench.jsonl", n=40)
+    labels = {r["id"]: r["label"] for r in read_benchmark(bench)[0]}
+
+    def chosen(n):
+        parts = plan_parts(str(bench), n)
+        s = SurveyParts()
+        plan = plan_from_survey(parts, {p.index: s.survey(p.to_json()) for p in parts}, prefix_shots=3, seed=7,
+                                unipc=from_ipc, labelled_shots=5)
+        return ({k: tuple(rid for _, _, rid in v) for k, v in plan.labelled_prefixes.items()},
+                tuple(rid for _, _, rid in plan.prefix))
+
+    got = [chosen(n) for n in (1, 4, 9, 1000)]
+    assert all(g == got[0] for g in got)
+    labelled, recall = got[0]
+    assert len(labelled["member"]) == len(labelled["nonmember"]) == 5
+    assert all(labels[i] == 1 for i in labelled["member"]) and all(labels[i] == 0 for i in labelled["nonmember"])
+    assert set(recall) <= set(labelled["nonmember"])  # the same rule: ReCaLL's 3 are Con-ReCall's first non-members

@@ -31,7 +31,8 @@ def run(spec: str, original: TokenStats, **views) -> np.ndarray:
 def test_registry_holds_every_detector_of_the_issue():
     expected = {"loss", "zlib", "lowercase", "ref", "min_k", "min_k_pp", "max_k", "pac", "tag_tab", "dc_pdd", "recall"}
     assert expected <= set(REGISTRY)
-    assert {m.name for m in parse_methods("all")} == {n for n, d in REGISTRY.items() if d.input == "token_stats"}
+    assert {m.name for m in parse_methods("all")} == {n for n, d in REGISTRY.items()
+                                                      if d.input == "token_stats" and not d.opt_in}
 
 
 def test_method_specs_parse_params_and_name_columns():
@@ -101,6 +102,30 @@ def test_recall_is_conditional_over_unconditional_log_likelihood_on_the_same_tok
     # The prefixed view also predicts the text's first token (-9); it is dropped so both means cover tokens 1..5.
     pre = stats({"lp": [-9.0, -2.0, -4.0, -6.0, -8.0, -10.0], "first_predicted": 0})
     assert run("recall", stats({"lp": LP_A}), **{PREFIXED: pre}) == pytest.approx([-6.0 / -3.0])
+
+
+def test_con_recall_contrasts_the_two_prefixes_over_the_unconditional_log_likelihood():
+    # LL(x) = -3 (text A). With the non-member prefix the text's tokens 1..5 average -6; with the member prefix
+    # -4 (each view's own prediction of the first token, -9 and -7, is dropped as recall drops it).
+    nonmember = stats({"lp": [-9.0, -2.0, -4.0, -6.0, -8.0, -10.0], "first_predicted": 0})
+    member = stats({"lp": [-7.0, -2.0, -3.0, -4.0, -5.0, -6.0], "first_predicted": 0})
+    views = {"prefixed:nonmember:10": nonmember, "prefixed:member:10": member}
+    assert run("con_recall", stats({"lp": LP_A}), **views) == pytest.approx([(-6.0 - 0.5 * -4.0) / -3.0])
+    assert run("con_recall@gamma=0", stats({"lp": LP_A}), **views) == pytest.approx(
+        run("recall", stats({"lp": LP_A}), **{PREFIXED: nonmember}))  # gamma 0 is ReCaLL
+    assert parse_method("con_recall@shots=3").needs == ("prefixed:nonmember:3", "prefixed:member:3")
+
+
+def test_gradnorm_negates_the_mean_over_tensors_of_the_chosen_norm():
+    # two tensors: inf-norms 2 and 4, 1-norms 3 and 5, 2-norms 1 and 7 (the grad view's layout: inf, 1, 2)
+    grad = stats({"grad_norms": [2.0, 4.0, 3.0, 5.0, 1.0, 7.0]})
+    text = stats({"lp": LP_A})
+    assert run("gradnorm", text, grad=grad) == pytest.approx([-3.0])
+    assert run("gradnorm@p=1", text, grad=grad) == pytest.approx([-4.0])
+    assert run("gradnorm@p=2", text, grad=grad) == pytest.approx([-4.0])
+    assert math.isnan(run("gradnorm", text, grad=stats({}))[0])  # a row whose gradient failed: no score
+    with pytest.raises(ValueError, match="p must be one of"):
+        run("gradnorm@p=3", text, grad=grad)
 
 
 def test_dc_pdd_caps_probability_times_inverse_log_frequency_over_first_occurrences():
