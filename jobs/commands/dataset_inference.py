@@ -6,8 +6,8 @@ suspect = the `target` role, label 1; validation = the `calibration` role, label
 the shared scoring pool (jobs/plane/part_loop.py), and the driver runs the set-level test on the score columns only
 (scoring/audits/dataset_inference.py). Outputs: report.json, report.md, report.html, test_scores.png, scores.parquet/
 and the quarantine of every passage or document that could not be used; the report's content (Markdown, page and
-plot) is scoring/reports/dataset_inference_page.py's. Beside the scoring, the shift guard (jobs/kit/shift_guard.py)
-checks that a model-free classifier cannot tell the two sets apart; where it can, the test is refused unless
+plot) is scoring/reports/dataset_inference_page.py's. Before the scoring, the shift guard (jobs/kit/shift_guard.py)
+checks that a model-free classifier cannot tell the two sets apart; where it can, the job stops unless
 --allow-shift. `--method codec` needs no validation set: jobs/parts/codec_inference.py.
 """
 from __future__ import annotations
@@ -116,7 +116,9 @@ def run_maini(cfg: DatasetInferenceConfig) -> dict:
     dest.delete_tree("_staging")
     staged = run_staging(tasks, dest.uri, None, cfg.progress)
     phases.lap("passages (workers)")
-    guard = shift_guard.start(dest.child("_staging/snippets"), cfg.seed)  # beside the scoring, model-free
+    # the shift guard: model-free, before any scoring, so sets it refuses cost no model time
+    shift = shift_guard.check(shift_guard.start(dest.child("_staging/snippets"), cfg.seed), cfg.allow_shift)
+    phases.lap("shift check")
     branches = [served.branch(views) if served else ModelBranch(cfg.model, views)]
     if cfg.ref_model:
         branches.append(ModelBranch(cfg.ref_model, ("original",), rename_original="ref"))
@@ -133,8 +135,6 @@ def run_maini(cfg: DatasetInferenceConfig) -> dict:
         fingerprint_for=lambda text, ids, freq: json_digest({**identity, "prefix": [text, list(ids)]}), progress=cfg.progress)
     run.ledger.check("dataset-inference scoring")
     phases.lap("score (workers)")
-    shift = shift_guard.check(guard, cfg.allow_shift)  # refuses (exit 2) before testing sets told apart
-    phases.lap("shift check (waiting for it)")
     columns = [m.column for m in methods]
     scores = read_parts(scoring, "scores.parquet", ["id", "label", "in_eval", *columns])
     if scores is None:

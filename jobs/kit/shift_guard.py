@@ -1,5 +1,5 @@
 """The shift guard of dataset inference (Maini et al.): the test compares the suspect set with a validation set
-and is valid only where the two are drawn alike apart from training. Before testing, the shift audit's blind
+and is valid only where the two are drawn alike apart from training. Before any scoring, the shift audit's blind
 classifiers (curation/shift/audit.py: text only, no model, cross-validated) try to tell the two sets' passages
 apart; where the lower end of their AUC's 95% interval lies above THRESHOLD, the sets differ in ways any detector
 also picks up (time, source, topic, length), so a small p would not show training: the job stops, unless
@@ -17,8 +17,8 @@ class ShiftRefused(RuntimeError):
 
 
 def start(benchmark: str, seed: int, cap: int = 20_000):
-    """The blind classifiers on the staged passages (label 1 suspect, 0 validation), in a background process while
-    the model scores (jobs/kit/blind_baseline.py)."""
+    """The blind classifiers on the staged passages (label 1 suspect, 0 validation), in the blind baseline's helper
+    process (jobs/kit/blind_baseline.py); `check` waits for it."""
     from jobs.kit.blind_baseline import BlindBaselineJob
 
     return BlindBaselineJob.from_source({"benchmark": benchmark, "rows_per_part": 1000, "prefix_ids": [], "cap": cap},

@@ -197,6 +197,7 @@ def coffee_7z(coffee_dir: Path, archive: Path) -> Path:
     return archive
 
 
+@pytest.mark.heavy  # a second whole build; the cut-off test below builds in the same 8 ranges (make test-slow)
 def test_a_dump_parsed_in_byte_ranges_gives_the_same_release(release: Path, coffee_dir: Path, tmp_path: Path):
     """The coffee Posts.xml (741 KB) cut into 100 kB ranges: 8 parse tasks and the answers pass as a partitioned
     aggregation on Ray give byte-identical data files and the same counts as one task per site."""

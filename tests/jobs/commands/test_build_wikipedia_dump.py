@@ -34,6 +34,7 @@ def manifest(out: Path) -> dict:
     return json.loads((out / "manifest.json").read_text())
 
 
+@pytest.mark.heavy  # two whole builds compared byte for byte: an end-to-end identity study (make test-slow)
 def test_ray_and_local_runners_give_the_same_release_and_the_manifest_records_both_dumps(ray_session, dumps,
                                                                                         tmp_path: Path):
     build_benchmark.build(config(dumps), tmp_path / "ray", runner="ray")

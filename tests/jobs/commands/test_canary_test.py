@@ -74,6 +74,7 @@ def test_planted_canaries_are_detected_in_a_model_trained_on_them(setup, ray_ses
 
 
 @pytest.mark.ray
+@pytest.mark.heavy  # the null side of the study (make test-slow); the bench measures it over 10,000 coins
 def test_a_model_that_never_saw_them_gives_no_evidence(setup, ray_session, tmp_path):
     rep = run(setup, "unseen", tmp_path, "--detector", "min_k@k=0.2")
     assert rep["p_value"] > 0.05 and "no evidence" in rep["conclusion"], rep["sets"]

@@ -57,6 +57,7 @@ def test_a_trained_on_suspect_set_is_detected(sets, ray_session, tmp_path):
     sz = rep["sizes"]
     assert sz["suspect_learn"] + sz["suspect_test"] == 90 and sz["validation_learn"] + sz["validation_test"] == 87
     assert set(rep["weights"]) >= {"loss", "min_k@k=0.2", "zlib", "min_k_pp@k=0.2"}
+    assert rep["shift_check"]["checked"] and not rep["shift_check"]["shifted"]  # one pool, split at random
     assert (tmp_path / "test_scores.png").stat().st_size > 5_000 and (tmp_path / "_SUCCESS").exists()
     assert "What the p-value means" in (tmp_path / "report.md").read_text()
     doc = assert_self_contained(tmp_path, "The model scores the suspect set as training data (significant at 1%): p = ",
@@ -64,6 +65,7 @@ def test_a_trained_on_suspect_set_is_detected(sets, ray_session, tmp_path):
     assert all(f"<code>{name}</code>" in doc for name in rep["weights"])  # every detector's weight
 
 
+@pytest.mark.heavy  # a calibration study over 40 splits: make test-slow
 def test_two_unseen_sets_hold_the_false_positive_rate(sets, ray_session, tmp_path):
     rep = run(sets, "unseen_a", "unseen_b", tmp_path)
     scores = read_parts(Location(str(tmp_path / "scoring")), "scores.parquet", None)
@@ -75,13 +77,9 @@ def test_two_unseen_sets_hold_the_false_positive_rate(sets, ray_session, tmp_pat
     ps = [dataset_inference(x[label == 1], x[label == 0], names, seed=s)["p_value"] for s in range(40)]
     assert ps[0] == pytest.approx(rep["p_value"])  # the job's own split is seed 0
     assert np.mean(np.array(ps) > 0.05) >= 0.9, sorted(ps)[:6]
-
-
-def test_an_iid_split_passes_the_shift_check(sets, ray_session, tmp_path):
-    rep = run(sets, "unseen_a", "unseen_b", tmp_path)
-    check = rep["shift_check"]
+    check = rep["shift_check"]  # an IID split of one pool: the guard lets it run
     assert check["checked"] and not check["shifted"] and check["auc_ci"][0] <= 0.6, check
-    assert rep["shift_warning"] is None and rep["p_value"] > 0.01
+    assert rep["shift_warning"] is None
 
 
 def test_sets_that_differ_by_date_are_refused_unless_allowed(sets, ray_session, tmp_path):
@@ -105,6 +103,7 @@ def test_sets_that_differ_by_date_are_refused_unless_allowed(sets, ray_session, 
     line = refused.output.strip().splitlines()[-1]
     assert line.startswith("error: dataset-inference refused: a model-free classifier") and "--allow-shift" in line
     assert not (tmp_path / "out" / "_SUCCESS").exists()
+    assert not (tmp_path / "out" / "scoring").exists()  # refused before the model scored anything
     allowed = CliRunner().invoke(app, args + ["--allow-shift"], catch_exceptions=False)
     assert allowed.exit_code == 0, allowed.output
     rep = json.loads((tmp_path / "out" / "report.json").read_text())

@@ -198,12 +198,13 @@ def test_con_recall_and_gradnorm_on_the_pool(study, ray_session, tmp_path):
     from scoring.lm.gradnorm import GradNorms, split_norms
     from scoring.lm.model import load_causal_lm
 
-    small = tmp_path / "small.jsonl"  # 40 rows of each label, 32-word bucket: a shorter run
-    rows = [r for r in read_benchmark(study["benchmark"])[0] if r["bucket"] == "32"][:80]
+    small = tmp_path / "small.jsonl"  # 20 rows of each label, 32-word bucket: a shorter run
+    bucket = [r for r in read_benchmark(study["benchmark"])[0] if r["bucket"] == "32"]
+    rows = [r for r in bucket if r["label"] == 1][:20] + [r for r in bucket if r["label"] == 0][:20]
     small.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "out"
     invoke("evaluate", "--benchmark", str(small), "--model", study["model"], "--out", str(out), "--methods",
-           "loss,recall,con_recall@shots=4,gradnorm,gradnorm@p=2", "--shard-size", "30", "--quiet")
+           "loss,recall,con_recall@shots=4,gradnorm,gradnorm@p=2", "--shard-size", "15", "--quiet")
     run = json.loads((out / "run.json").read_text())
     labelled = run["con_recall_prefix_ids"]
     labels = {r["id"]: r["label"] for r in rows}
@@ -224,4 +225,4 @@ def test_con_recall_and_gradnorm_on_the_pool(study, ray_session, tmp_path):
         assert r["gradnorm@p=inf"] == pytest.approx(-split_norms(norms, "inf").mean(), rel=1e-4)
         assert r["gradnorm@p=2"] == pytest.approx(-split_norms(norms, "2").mean(), rel=1e-4)
     ts = pq.read_table(out / "token_stats.parquet", columns=["view", "grad_norms"]).to_pylist()
-    assert all(t["grad_norms"] for t in ts if t["view"] == "grad") and sum(t["view"] == "grad" for t in ts) == 80
+    assert all(t["grad_norms"] for t in ts if t["view"] == "grad") and sum(t["view"] == "grad" for t in ts) == 40

@@ -99,6 +99,7 @@ def test_a_second_run_reuses_every_part_and_gives_byte_identical_data(bench, fir
     assert again == manifest and markers(out) == before and len(before) == 5
 
 
+@pytest.mark.heavy  # a resume (chaos) test: make test-slow
 def test_a_run_cut_off_between_parts_resumes_where_it_stopped(bench, first, tmp_path, monkeypatch):
     """The one part loop (jobs/plane/part_loop.run_parts) gives paraphrase evaluate's resume: a job stopped after
     2 of 5 parts keeps them; the rerun rewrites only the 3 left and ends with the uninterrupted run's outputs."""
