@@ -14,6 +14,7 @@ the job (the run's record of what the server said); deleting it costs only money
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -80,8 +81,9 @@ class Journal:
         self.dest.write_bytes(name, ("\n".join(lines) + "\n").encode("utf-8"))
 
 
+@functools.lru_cache(maxsize=2)
 def token_counter(tokenizer: str | None):
-    """A prompt-token counter from --tokenizer, or None (the plan then estimates)."""
+    """A prompt-token counter from --tokenizer, or None (the plan then estimates); one per worker process."""
     if not tokenizer:
         return None
     from scoring.lm.model import load_tokenizer
@@ -102,10 +104,8 @@ class RequestPlanner:
     def __call__(self, rows: Sequence[dict]) -> dict:
         from scoring.generation.plan import plan_rows
 
-        if not hasattr(self, "_count"):
-            self._count = token_counter(self.tokenizer)
-        return plan_rows(((r["id"], r["input"]) for r in rows), self.kinds, self.settings, self._count,
-                         self.local_paraphrases)
+        return plan_rows(((r["id"], r["input"]) for r in rows), self.kinds, self.settings,
+                         token_counter(self.tokenizer), self.local_paraphrases)
 
 
 def local_paraphrases(spec: str | None, seed: int):

@@ -12,6 +12,7 @@ driver needs to plan, and nothing more (ids, labels and line counts; about 40 by
 """
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field, replace
 from typing import Sequence
@@ -26,16 +27,20 @@ from scoring.lm.views import stable_seed
 IDS_SCHEMA = pa.schema([("id", pa.string()), ("auto_id", pa.bool_()), ("line", pa.int32()), ("label", pa.int8())])
 
 
+@functools.lru_cache(maxsize=2)
+def _tokenizer(path: str):
+    """One tokenizer per worker process: the survey's tasks reuse Ray's warm workers, and a tokenizer loads once."""
+    from scoring.lm.model import load_tokenizer
+
+    return load_tokenizer(path)
+
+
 class SurveyParts:
-    """map_batches callable: `part` (PartSpec JSON) → index, n_lines, n_bad, digest, ids (IPC), token counts."""
+    """One part's survey: `part` (PartSpec JSON) → index, n_lines, n_bad, digest, ids (IPC), token counts."""
 
     def __init__(self, count_tokens_of: str | None = None, planner=None):
         self.planner = planner  # a text-only job's request plan of a part's rows (jobs/parts/generation_parts.py)
-        self.tokenizer = None
-        if count_tokens_of:
-            from scoring.lm.model import load_tokenizer
-
-            self.tokenizer = load_tokenizer(count_tokens_of)
+        self.tokenizer = _tokenizer(count_tokens_of) if count_tokens_of else None
 
     def survey(self, part_json: str) -> dict:
         from jobs.plane.scoring_pool import to_ipc
@@ -54,8 +59,10 @@ class SurveyParts:
             out.update(vocab=len(self.tokenizer), tok=tok.astype(np.int64).tobytes(), cnt=cnt.astype(np.int64).tobytes())
         return out
 
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        return pa.Table.from_pylist([self.survey(p) for p in batch.column("part").to_pylist()])
+
+def survey_part(shared: dict, part: str) -> dict:
+    """The Ray task: one part's survey (SurveyParts.survey)."""
+    return SurveyParts(shared["count_tokens_of"], shared["planner"]).survey(part)
 
 
 @dataclass
@@ -76,27 +83,23 @@ class Survey:
 
 def run_survey(parts: Sequence[PartSpec], *, count_tokens_of: str | None, prefix_shots: int, seed: int,
                progress: bool = True, planner=None, labelled_shots: int = 0, pool_size: int = 0) -> Survey:
-    """Run the survey pass on Ray and plan from it (see the module docstring)."""
-    import ray
+    """Run the survey pass on Ray and plan from it (see the module docstring). Each part is a plain Ray task, not a
+    Ray Data actor pool: tasks run in Ray's warm worker processes, where a pool first spawned its actors (about two
+    seconds of every job's start-up on 2 cores, for a pass that reads a few rows)."""
+    from jobs.plane.scoring_pool import from_ipc
+    from jobs.plane.task_map import ray_task_map
 
-    from jobs.plane.scoring_pool import from_ipc, cluster_cpus
-
-    ray.data.DataContext.get_current().enable_progress_bars = progress
-    ds = ray.data.from_items([{"part": p.to_json()} for p in parts], override_num_blocks=max(1, len(parts)))
-    ds = ds.map_batches(SurveyParts, fn_constructor_kwargs={"count_tokens_of": count_tokens_of, "planner": planner},
-                        batch_size=1,
-                        batch_format="pyarrow", num_cpus=0.5,
-                        compute=ray.data.ActorPoolStrategy(min_size=1, max_size=max(1, int(cluster_cpus() * 2))))
     results = {}
     counts = None
-    for batch in ds.iter_batches(batch_format="pyarrow", batch_size=None):
-        for r in batch.to_pylist():
-            results[r["index"]] = r
-            if r["vocab"]:
-                if counts is None:
-                    counts = np.zeros(r["vocab"], dtype=np.int64)
-                np.add.at(counts, np.frombuffer(r["tok"], dtype=np.int64), np.frombuffer(r["cnt"], dtype=np.int64))
-            r["tok"] = r["cnt"] = b""
+    shared = {"count_tokens_of": count_tokens_of, "planner": planner}
+    for r in ray_task_map(survey_part, [{"part": p.to_json()} for p in parts], shared, desc="survey",
+                          progress=progress, num_cpus=0.5):
+        results[r["index"]] = r
+        if r["vocab"]:
+            if counts is None:
+                counts = np.zeros(r["vocab"], dtype=np.int64)
+            np.add.at(counts, np.frombuffer(r["tok"], dtype=np.int64), np.frombuffer(r["cnt"], dtype=np.int64))
+        r["tok"] = r["cnt"] = b""
     survey = plan_from_survey(parts, results, prefix_shots=prefix_shots, seed=seed, token_counts=counts,
                               unipc=from_ipc, labelled_shots=labelled_shots, pool_size=pool_size)
     survey.plans = {i: json.loads(r["plan"]) for i, r in results.items() if r.get("plan")}

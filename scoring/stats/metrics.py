@@ -8,7 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.metrics import roc_auc_score, roc_curve
+
+# scikit-learn is imported where an AUC or ROC curve is computed, not here: this module is imported by the scorer
+# actors' finisher (through scoring/stats/evaluation.py), and importing sklearn there cost each actor ~2 s of
+# start-up for functions it never calls.
 
 
 def _clean(labels, scores) -> tuple[np.ndarray, np.ndarray]:
@@ -25,6 +28,8 @@ def _both_classes(y: np.ndarray) -> bool:
 def roc_auc(labels, scores) -> float:
     """ROC-AUC; NaN when only one class is present. Non-finite scores are left out."""
     y, s = _clean(labels, scores)
+    from sklearn.metrics import roc_auc_score
+
     return float(roc_auc_score(y, s)) if _both_classes(y) else float("nan")
 
 
@@ -33,6 +38,8 @@ def tpr_at_fpr(labels, scores, fpr: float) -> float:
     y, s = _clean(labels, scores)
     if not _both_classes(y):
         return float("nan")
+    from sklearn.metrics import roc_curve
+
     fprs, tprs, _ = roc_curve(y, s)
     return float(tprs[fprs <= fpr + 1e-12].max())
 
