@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from scoring.detectors import Method
 from scoring.detectors.base import distribution_gate
 from scoring.detectors.dc_pdd import TOKEN_FREQ
-from scoring.stats.metrics import apply_threshold, calibrate_threshold, summarize
+from scoring.stats.metrics import apply_threshold, calibrate_threshold, summarize_many
 from scoring.lm.tokenstats import views_by_name
 from scoring.lm.views import ORIGINAL
 
@@ -81,13 +81,17 @@ def compute_metrics(scores: pa.Table, methods: Sequence[Method], *, seed: int = 
     """metrics.json: one record per method × bucket (and "all"). Each record also carries a threshold calibrated
     on a stratified calibration part of that bucket and its accuracy/F1/TPR/FPR on the rest."""
     labels_all = scores.column("label").to_numpy().astype(np.int64)
+    s_all = [scores.column(m.column).to_numpy().astype(np.float64) for m in methods]
+    groups = list(bucket_groups(scores))
+    # one shared bootstrap per bucket for every method (scoring/stats/metrics.summarize_many)
+    summaries = [summarize_many(labels_all[mask], [s[mask] for s in s_all], n_bootstrap=n_bootstrap, seed=seed)
+                 for _, mask in groups]
     records = []
-    for m in methods:
-        s_all = scores.column(m.column).to_numpy().astype(np.float64)
-        for bucket, mask in bucket_groups(scores):
-            y, s = labels_all[mask], s_all[mask]
+    for k, m in enumerate(methods):
+        for g, (bucket, mask) in enumerate(groups):
+            y, s = labels_all[mask], s_all[k][mask]
             rec = {"method": m.name, "params": dict(m.params), "column": m.column, "bucket": bucket,
-                   **summarize(y, s, n_bootstrap=n_bootstrap, seed=seed)}
+                   **summaries[g][k]}
             finite = np.isfinite(s)
             rec["n_nan"] = int((~finite).sum())
             y, s = y[finite], s[finite]
