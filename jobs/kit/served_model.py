@@ -25,7 +25,9 @@ class PoolSettings:
     """How a job's scoring pool runs (the job configs' shared fields, each a command-line option) and the
     ScoringSpec built from them."""
 
-    actors: int = option(1, "scorer actors (model replicas)", min=1)
+    actors: int = option(0, "scorer actors (model replicas); 0: one on a GPU or for a served model, and on CPUs one "
+                         "single-threaded actor per CPU while their copies of the weights fit in a quarter of the "
+                         "cluster's memory", min=0)
     gpus_per_actor: float = option(0.0, "GPUs per scorer actor (0 = CPU)", min=0.0)
     batch_size: Optional[int] = option(None, "sequences per forward pass (default: 64 on GPU; on CPU up to 16 within "
                                        "2,048 tokens)")

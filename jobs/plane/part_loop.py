@@ -25,8 +25,8 @@ from jobs.plane.part_store import PartStore
 from jobs.plane.survey import (context_pool, labelled_prefix_texts, prefix_text as read_prefix, run_survey,
                                survey_json)
 from jobs.plane.watch import StalledPool, replanning
-from jobs.plane.scoring_pool import (PartFinisher, PrepareParts, ScoringSpec, benchmark_stages, cluster_cpus, part_items,
-                               run_pipeline, from_ipc)
+from jobs.plane.scoring_pool import (PartFinisher, PrepareParts, ScoringSpec, benchmark_stages, cluster_cpus,
+                                     cluster_memory, from_ipc, part_items, pool_actors, run_pipeline)
 from curation.io.outputs import Location, new_run_id
 from scoring.lm.views import labelled_prefix_view, parse_labelled_prefix_view
 from scoring.api.client import ApiFatal, api_fatal_reason
@@ -190,6 +190,7 @@ def _isolate(spec: ScoringSpec, left, finish: dict, prefix_ids, commit, stats: d
     """Parts a failed pipeline did not commit, one at a time, rows isolated (jobs/plane/isolation.py)."""
     from jobs.plane.isolation import Isolator
 
+    spec = pool_actors(spec, cluster_cpus(), cluster_memory())  # the pipeline's actors and threads
     prepare = PrepareParts(spec, prefix_ids)
     finisher = PartFinisher(spec, **finish)
     isolator = Isolator(spec, cluster_cpus(), spec.stall_timeout_s)

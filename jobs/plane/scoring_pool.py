@@ -1,7 +1,7 @@
 """The scoring pool: one Ray Data pipeline that scores benchmark *parts* end to end on the workers.
 
-    part spec ──▶ PrepareParts (CPU actor pool, autoscaling to the cluster's CPUs): read the part, quarantine bad
-                  rows, tokenise every view of every model
+    part spec ──▶ PrepareParts (CPU actor pool, autoscaling to the cluster's CPUs; without GPUs, inside the first
+                  model's scorer actors instead): read the part, quarantine bad rows, tokenise every view of every model
               ──▶ ScoreParts (one actor pool per model: target, then reference): forward passes packed by a token
                   budget over the part's sequences sorted by length (scoring/lm/scorer.py)
               ──▶ the last model's actors also run every detector on the part's token stats and write
@@ -56,7 +56,7 @@ class ScoringSpec:
     stride: int | None = None
     max_batch_size: int | None = None  # sequences per forward pass (device default when None)
     max_batch_tokens: int | None = None  # padded tokens per forward pass
-    actors: int = 1  # scorer actors per model
+    actors: int = 0  # scorer actors per model; 0: as many as suit the cluster (pool_actors)
     gpus_per_actor: float = 0.0
     hooks: dict = field(default_factory=dict)  # audit log / fault injection (jobs/plane/tasks.py)
     neighbour_model: str | None = None  # the masked LM that makes the `nbr:` views (neighbourhood attack)
@@ -299,6 +299,45 @@ def cluster_cpus() -> float:
     return float(ray.cluster_resources().get("CPU", 1))
 
 
+def pool_actors(spec: ScoringSpec, cpus: float, memory_bytes: float) -> ScoringSpec:
+    """`spec` with its actor count settled: as given, else (0) one actor on a GPU or for a served model, and on
+    CPUs one single-threaded actor per CPU while their copies of the weights fit in a quarter of the cluster's
+    memory. Why single-threaded: a small model's matrices are too small for torch's threads to share well, and on
+    a busy machine (the blind baseline, Ray's own processes) a two-thread team waits for its slower thread; two
+    one-thread actors on a 2-core machine scored the same parts with the same bytes (docs/scaling.md)."""
+    from dataclasses import replace
+
+    if spec.actors > 0:
+        return spec
+    n_models = len(spec.branches)
+    if spec.gpus_per_actor > 0 or any(b.api for b in spec.branches) or n_models == 0:
+        return replace(spec, actors=1)
+    sizes = [weights_bytes(b.model) for b in spec.branches]
+    if not all(sizes):  # a weight file we cannot size (a hub id): one actor, as before
+        return replace(spec, actors=1)
+    n = max(1, int(cpus) // n_models)
+    return replace(spec, actors=max(1, min(n, int(0.25 * memory_bytes // sum(sizes)))))
+
+
+def weights_bytes(model: str) -> int:
+    """The bytes of a local model's weight files (0 when `model` is not a local path)."""
+    from pathlib import Path
+
+    path = Path(str(model).split("::")[0])
+    if path.is_file():
+        return path.stat().st_size
+    if not path.is_dir():
+        return 0
+    return sum(f.stat().st_size for f in path.iterdir()
+               if f.is_file() and f.suffix in (".safetensors", ".bin", ".gguf", ".pt", ".pth"))
+
+
+def cluster_memory() -> float:
+    import ray
+
+    return float(ray.cluster_resources().get("memory", 0))
+
+
 def scorer_resources(spec: ScoringSpec, cpus: float) -> tuple[float, int]:
     """CPUs per scorer actor and torch threads in it. Fractional CPUs so that tokenisers and every model's actors
     fit together on a small machine; on a GPU node each scorer takes one CPU to feed its GPU. The isolation
@@ -325,6 +364,18 @@ class PoolStages:
     score_kwargs: dict = field(default_factory=dict)
 
 
+class PrepareThenScore:
+    """Both stages in one actor (CPU-only pools, run_pipeline): each part is read and tokenised, then scored, by
+    the same process, with the same stage classes, so the part's outputs are those of the two-pool pipeline."""
+
+    def __init__(self, stages: "PoolStages", score_kwargs: dict):
+        self.prepare = stages.prepare(**stages.prepare_kwargs)
+        self.score = stages.score(**score_kwargs)
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        return self.score(self.prepare(batch))
+
+
 def benchmark_stages(spec: ScoringSpec, finish: dict, exclude_ids: Sequence[str]) -> PoolStages:
     return PoolStages(PrepareParts, {"spec": spec, "exclude_ids": list(exclude_ids)}, ScoreParts, finish)
 
@@ -347,16 +398,25 @@ def run_pipeline(spec: ScoringSpec, items: Sequence[dict], stages: PoolStages, p
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = progress
     cpus = cluster_cpus()
+    spec = pool_actors(spec, cpus, cluster_memory())
     n_models = len(spec.branches)
     scorer_cpus, threads = scorer_resources(spec, cpus)
     ds = ray.data.from_items(list(items), override_num_blocks=max(1, len(items)))
-    ds = ds.map_batches(stages.prepare, fn_constructor_kwargs=stages.prepare_kwargs,
-                        batch_size=1, batch_format="pyarrow", num_cpus=0.25,
-                        compute=ray.data.ActorPoolStrategy(min_size=1, max_size=max(1, int(cpus))))
+    # With GPUs, a CPU pool tokenises ahead so that the GPU never waits for it. Without, tokenising is a sliver of
+    # a part's CPU time and a separate pool only adds a process start (imports: ~3 s of CPU on a 2-core machine)
+    # and a hop between stages, so the first model's actors read and tokenise their own parts.
+    fused = spec.gpus_per_actor <= 0
+    if not fused:
+        ds = ds.map_batches(stages.prepare, fn_constructor_kwargs=stages.prepare_kwargs,
+                            batch_size=1, batch_format="pyarrow", num_cpus=0.25,
+                            compute=ray.data.ActorPoolStrategy(min_size=1, max_size=max(1, int(cpus))))
     for k in range(n_models):
-        ds = ds.map_batches(stages.score, fn_constructor_kwargs={
-            "spec": spec, "branch": k, "threads": threads, "finish": stages.finish if k == n_models - 1 else None,
-            **stages.score_kwargs},
+        score_kwargs = {"spec": spec, "branch": k, "threads": threads,
+                        "finish": stages.finish if k == n_models - 1 else None, **stages.score_kwargs}
+        stage, kwargs = stages.score, score_kwargs
+        if fused and k == 0:
+            stage, kwargs = PrepareThenScore, {"stages": stages, "score_kwargs": score_kwargs}
+        ds = ds.map_batches(stage, fn_constructor_kwargs=kwargs,
             batch_size=1, batch_format="pyarrow", num_cpus=scorer_cpus, num_gpus=spec.gpus_per_actor or None,
             compute=ray.data.ActorPoolStrategy(min_size=1, max_size=max(1, spec.actors)),
             max_restarts=SCORER_MAX_RESTARTS, max_task_retries=SCORER_MAX_TASK_RETRIES)
