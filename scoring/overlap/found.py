@@ -21,9 +21,10 @@ def first_distinct(hashes: np.ndarray, order: np.ndarray, keys: np.ndarray, cap:
     triples kept, sorted by hash then order. The first documents an n-gram was found in, with a document id that
     occurs twice in a corpus counted once, in corpus order.
 
-    `plain`: the triples come with `order` nondecreasing, and within a hash a key never comes with two orders (a
-    batch whose documents have distinct ids; a part's table, whose lists hold distinct ids): then one stable sort
-    by hash does what two lexsorts do in general."""
+    `plain`: within a hash, the triples come in increasing `order` (a batch in corpus order; what is kept followed
+    by what came after it), and a key never comes with two orders (documents with distinct ids; a part's table,
+    whose lists hold distinct ids): then one stable sort by hash (timsort: linear on sorted runs) does what two
+    lexsorts do in general."""
     if not hashes.size:
         return hashes, order, keys
     if plain:

@@ -15,6 +15,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from scoring.overlap.found import first_distinct, sum_by_hash
 from scoring.overlap.ngrams import NgramSet, batch_hits, contains, longest_run, text_ngrams, unique_sorted
@@ -65,6 +66,7 @@ class Matches:
         self._pending_pairs = 0
         self._full = _EMPTY_HASHES  # hashes that have max_sources ids: later documents cannot change them
         self._ids: dict[str, int] = {}  # document id -> key (keys in insertion order)
+        self._id_again = False  # an id came back in a later document or part: ranking must compare ids, not ordinals
         self._next = 0  # the ordinal of the next document or part row
         self._dicts: tuple[dict, dict] | None = None
 
@@ -89,8 +91,9 @@ class Matches:
             hashes, docs = hashes[keep], docs[keep]
             if hashes.size:
                 uniq, which = np.unique(docs, return_inverse=True)
-                keys = self._id_keys([doc_ids[d] for d in uniq.tolist()])
-                self._add_sources(hashes, docs + self._next, keys[which], plain=np.unique(keys).size == keys.size)
+                keys, fresh = self._id_keys([doc_ids[d] for d in uniq.tolist()])
+                plain = fresh or np.unique(keys).size == keys.size
+                self._add_sources(hashes, docs + self._next, keys[which], plain=plain)
         self._next += len(texts)
         return positions
 
@@ -102,18 +105,26 @@ class Matches:
         open_rows = np.flatnonzero(~contains(self._full, hashes))
         if not open_rows.size:
             return
-        lists = table.column("sources").combine_chunks().take(pa.array(open_rows))
-        ids = lists.flatten().to_pylist()
+        lists = table.column("sources").combine_chunks()
+        if open_rows.size < len(lists):
+            lists = lists.take(pa.array(open_rows))
+        ids = pc.dictionary_encode(lists.flatten())  # a part's few thousand distinct ids, not one per list entry
+        keys, _ = self._id_keys(ids.dictionary.to_pylist())
         owner = open_rows[np.repeat(np.arange(len(lists)), np.diff(lists.offsets.to_numpy()))]
+        order = self._next + np.arange(owner.size)
         # a part's lists hold distinct ids in corpus order: plain
-        self._add_sources(hashes[owner], self._next + np.arange(len(ids)), self._id_keys(ids), plain=True)
-        self._next += len(ids)
+        self._add_sources(hashes[owner], order, keys[ids.indices.to_numpy()], plain=True)
+        self._next += owner.size
 
-    def _id_keys(self, ids: Sequence[str]) -> np.ndarray:
-        """A small integer per distinct document id, so that ids are compared in numpy (the same id in two records
-        counts once, as a document)."""
-        keys = self._ids
-        return np.fromiter((keys.setdefault(i, len(keys)) for i in ids), dtype=np.int64, count=len(ids))
+    def _id_keys(self, ids: Sequence[str]) -> tuple[np.ndarray, bool]:
+        """A small integer per document id, so that ids are compared in numpy (the same id in two records counts
+        once, as a document), and whether the ids were all new and distinct (notes when one was not)."""
+        known = self._ids
+        before = len(known)
+        keys = np.fromiter((known.setdefault(i, len(known)) for i in ids), dtype=np.int64, count=len(ids))
+        fresh = len(known) - before == len(ids)
+        self._id_again |= not fresh
+        return keys, fresh
 
     def _add_counts(self, hashes: np.ndarray, counts: np.ndarray | None) -> None:
         self._pending_counts.append((hashes, counts))
@@ -144,7 +155,9 @@ class Matches:
         if not self._pending_sources:
             return
         parts = [self._sources] + self._pending_sources
-        self._sources = first_distinct(*(np.concatenate([p[i] for p in parts]) for i in range(3)), self.max_sources)
+        # what is kept, then what came later: within a hash, in corpus order; plain unless an id came back
+        self._sources = first_distinct(*(np.concatenate([p[i] for p in parts]) for i in range(3)), self.max_sources,
+                                       plain=not self._id_again)
         h = self._sources[0]
         last = np.ones(h.size, dtype=bool)  # the last of each hash's run holds its count of ids
         last[:-1] = h[1:] != h[:-1]
