@@ -24,7 +24,9 @@ MAX_SOURCES = 10  # corpus document ids kept per n-gram and per row
 SNIPPET_WORDS = 40  # the longest matched span is shown up to this many words
 
 MATCHES_SCHEMA = pa.schema([("hash", pa.uint64()), ("count", pa.int64()), ("sources", pa.list_(pa.string()))])
-PENDING_LIMIT = 1 << 22  # hits held before they are counted (32 MB): a part's memory stays bounded by the benchmark
+# Hits and (n-gram, document) pairs are held, then counted and ranked together once they outnumber what is kept (and
+# this many): each is sorted a bounded number of times, and memory stays about twice what the answer holds.
+PENDING_MIN = 1 << 18
 _EMPTY_HASHES = np.zeros(0, dtype=np.uint64)
 _EMPTY_INTS = np.zeros(0, dtype=np.int64)
 
@@ -130,7 +132,7 @@ class Matches:
         self._pending_counts.append((hashes, counts))
         self._pending_size += hashes.size
         self._dicts = None
-        if self._pending_size > PENDING_LIMIT:
+        if self._pending_size > max(self._keys.size, PENDING_MIN):  # held at most about as much as is counted
             self._settle_counts()
 
     def _add_sources(self, hashes: np.ndarray, order: np.ndarray, keys: np.ndarray, plain: bool) -> None:
@@ -140,7 +142,7 @@ class Matches:
         self._pending_sources.append(pairs)
         self._pending_pairs += pairs[0].size
         self._dicts = None
-        if self._pending_pairs > max(self._sources[0].size, PENDING_LIMIT >> 6):
+        if self._pending_pairs > max(self._sources[0].size, PENDING_MIN):
             self._settle_sources()
 
     def _settle_counts(self) -> None:
@@ -175,10 +177,11 @@ class Matches:
             self._settle_counts()
             self._settle_sources()
             h, _, k = self._sources
-            names = list(self._ids)
-            sources: dict[int, list[str]] = {}
-            for hh, kk in zip(h.tolist(), k.tolist()):
-                sources.setdefault(hh, []).append(names[kk])
+            # one list per hash, holding the id strings already kept (no Python int per kept pair: at 500k pairs
+            # those lists cost the driver more than the answer)
+            start = np.flatnonzero(np.concatenate([[True], h[1:] != h[:-1]])) if h.size else _EMPTY_INTS
+            names = np.array(list(self._ids), dtype=object)[k]
+            sources = dict(zip(h[start].tolist(), (ids.tolist() for ids in np.split(names, start[1:]))))
             self._dicts = dict(zip(self._keys.tolist(), self._counts.tolist())), sources
         return self._dicts
 
