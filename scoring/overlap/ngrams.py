@@ -6,10 +6,11 @@ consecutive words (n = 13); a benchmark row's `share` is the fraction of its n-g
 anywhere in the corpus (a position counts even when its n-gram repeats one at another position).
 
 Hashing, so the corpus side never builds a Python object per word or n-gram:
-- a batch of texts is lowercased by `str.lower` and read as one array of Unicode code points (one byte each when the
-  batch is ASCII, as most English web text is; four otherwise); a code point is a word character when `re`'s `\\w`
-  says so (alphanumeric or `_`: one lookup in a table over all code points, each 256-code-point block filled from
-  `str.isalnum` the first time a text uses it), so the words are exactly those of `words()`;
+- a batch of texts is lowercased by `str.lower` and read as one array of Unicode code points (one byte
+  each when the batch is ASCII, as most English web text is; two when it stays in the BMP; four otherwise); a code
+  point is a word character when `re`'s `\\w` says so (alphanumeric or `_`: one `bytes.translate` for an ASCII
+  batch, else one lookup in a table over all code points, each 256-code-point block filled from `str.isalnum` the
+  first time a text uses it), so the words are exactly those of `words()`;
 - a word's hash is a polynomial over its code points, Σ c_j·Q^(len-1-j) mod 2^64, through splitmix64's finaliser,
   computed for every word of the batch at once from one prefix sum (numpy; uint64 arithmetic wraps mod 2^64);
 - an n-gram's hash is the polynomial Σ h(w_i)·P^(n-1-i) mod 2^64 over its words' hashes, computed for every
@@ -135,6 +136,11 @@ def _spans(is_word: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _code_points(text: str) -> np.ndarray:
     if text.isascii():  # O(1) in CPython; one byte a code point is a quarter of the memory traffic
         return np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+    # most non-ASCII text (accents, dashes, curly quotes, CJK) stays in the BMP: two bytes a code point, as UTF-16
+    # where no code point needed a surrogate pair (surrogatepass: a lone surrogate is its own 2-byte unit)
+    wide = text.encode("utf-16-le", "surrogatepass")
+    if len(wide) == 2 * len(text):
+        return np.frombuffer(wide, dtype=np.uint16)
     return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
 
 
@@ -149,17 +155,28 @@ def _is_word(cp: np.ndarray) -> np.ndarray:
     return np.take(_WORD_TABLE, cp)  # take, not [], is numpy's faster gather
 
 
-def _joined(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """The texts as one array of code points, each text between separators, and where each text ends in it."""
-    cp = _code_points(SEPARATOR.join(["", *texts, ""]))
-    ends = np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)) + 1)
-    return cp, ends
+_ASCII_WORD = _WORD_TABLE[:0x80].astype(np.uint8).tobytes() + bytes(0x80)  # bytes.translate's table: 1 = \w
+
+
+def _joined(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The texts lowercased, as one array of code points, each text between separators; whether each code point
+    is a word character; and where each text ends in it."""
+    lowered = [t.lower() for t in texts]  # per text: lowering can change a length ('İ' -> 'i̇'), and str.lower
+    # takes its ASCII fast path on each ASCII text, where one call on a batch with a dash in it would not
+    low = SEPARATOR.join(["", *lowered, ""])
+    lengths = np.fromiter(map(len, lowered), dtype=np.int64, count=len(lowered))
+    ends = np.cumsum(lengths + 1)
+    if low.isascii():  # the word table as one bytes.translate: no index array, ~1 GB/s
+        raw = low.encode("ascii")
+        return np.frombuffer(raw, dtype=np.uint8), np.frombuffer(raw.translate(_ASCII_WORD), dtype=bool), ends
+    cp = _code_points(low)
+    return cp, _is_word(cp), ends
 
 
 def batch_words(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """(hash of every word of the batch, in order; number of words per text)."""
-    cp, text_ends = _joined([t.lower() for t in texts])  # per text: lowering can change a length ('İ' -> 'i̇')
-    starts, ends = _spans(_is_word(cp))
+    cp, is_word, text_ends = _joined(texts)
+    starts, ends = _spans(is_word)
     counts = np.diff(np.searchsorted(starts, text_ends), prepend=0)  # words never cross a separator
     return _hash_spans(cp, starts, ends), counts
 
@@ -168,7 +185,7 @@ def word_hashes(tokens: Sequence[str]) -> np.ndarray:
     """The hashes of already-split, lowercased words (what batch_words gives for them in a text)."""
     if not tokens:
         return np.zeros(0, dtype=np.uint64)
-    cp, _ = _joined(tokens)
+    cp = _code_points(SEPARATOR.join(["", *tokens, ""]))
     starts, ends = _spans(cp != 0)
     return _hash_spans(cp, starts, ends)
 

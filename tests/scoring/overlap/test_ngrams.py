@@ -139,9 +139,16 @@ def test_batch_words_are_re_s_words_on_random_unicode_text():
 
 
 def test_an_ascii_batch_and_a_wider_one_hash_alike():
-    """One byte a code point for an ASCII batch, four otherwise: the same words hash the same."""
+    """One byte a code point for an ASCII batch, two for one within the BMP, four otherwise: the same words hash
+    the same, and lowering the batch at once (or text by text, once 'İ' grows) splits it at the same places."""
     ascii_text = "The quick brown fox, 2024_x!"
-    assert batch_words([ascii_text])[0].tolist() == batch_words([ascii_text, "é"])[0].tolist()[:-1]
+    base = batch_words([ascii_text])[0].tolist()
+    for wider in ("é", "\u2014dash", "\U0001f600x", "\ud800", "İ"):
+        hashes, counts = batch_words([ascii_text, wider, ascii_text])
+        assert hashes.tolist()[:len(base)] == base == hashes.tolist()[-len(base):]
+        assert counts.tolist() == [len(base), len(words(wider)), len(base)]
+        assert hashes.tolist()[len(base):-len(base)] == [reference_word(w) for w in words(wider)]
+    assert ngrams._code_points("é\u2014").dtype == np.uint16 and ngrams._code_points("é\U0001f600").dtype == np.uint32
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 13, 20])
