@@ -42,7 +42,7 @@ def make_rows(n: int) -> list[dict]:
 
 
 class RssSampler:
-    """Peak RSS of one process and of all Ray workers, sampled in a thread."""
+    """Peak RSS of one process and of the Ray workers it started, sampled in a thread."""
 
     def __init__(self, pid: int, every: float = 0.5):
         self.pid, self.every = pid, every
@@ -57,14 +57,21 @@ class RssSampler:
         t0 = time.monotonic()
         while not self._stop.is_set():
             try:
-                driver = psutil.Process(self.pid).memory_info().rss
+                proc = psutil.Process(self.pid)
+                driver = proc.memory_info().rss
+                family = proc.children(recursive=True)
             except psutil.Error:
                 break
             workers = 0
-            for p in psutil.process_iter(["cmdline", "memory_info"]):
-                cmd = p.info.get("cmdline") or []
-                if cmd and cmd[0].startswith("ray::") and p.info.get("memory_info"):
-                    workers += p.info["memory_info"].rss
+            # this job's own workers only (its local Ray's raylet starts them under the driver): on a shared machine
+            # another job's `ray::*` processes would otherwise count
+            for p in family:
+                try:
+                    cmd = p.cmdline()
+                    if cmd and cmd[0].startswith("ray::"):
+                        workers += p.memory_info().rss
+                except psutil.Error:
+                    continue
             self.driver_peak = max(self.driver_peak, driver)
             self.workers_peak = max(self.workers_peak, workers)
             self.samples.append((round(time.monotonic() - t0, 1), driver, workers))

@@ -94,7 +94,7 @@ def scan_part(part: dict, distinct, settings: Mapping[str, Any], dest_uri: str) 
     dest.write_parquet(f"matches.parquet/{name}.parquet", matches.to_table())
     dest.write_parquet(f"quarantine.parquet/{name}.parquet", quarantine_table(bad))
     return {"index": p.index, "records": documents + len(bad), "documents": documents, "quarantined": len(bad),
-            "reasons": reason_counts(bad), "bytes": p.bytes, "ngrams": ngrams, "matched_ngrams": len(matches.count),
+            "reasons": reason_counts(bad), "bytes": p.bytes, "ngrams": ngrams, "matched_ngrams": int(matches.found().size),
             "scan_s": round(time.perf_counter() - t0, 3)}
 
 
@@ -155,5 +155,5 @@ def merged_matches(dest, indices, max_sources: int):
 
     total = Matches(max_sources)
     for i in sorted(indices):
-        total.merge(Matches.from_table(dest.read_parquet(f"matches.parquet/{part_name(i)}.parquet"), max_sources))
+        total.add_table(dest.read_parquet(f"matches.parquet/{part_name(i)}.parquet"))
     return total

@@ -113,3 +113,48 @@ def test_s3_prefix_and_glob(moto_s3):
     n = RAW[:2000].count(b"\n")
     counts = Counter(r[2][0] if r[2] else "ok" for f in files for r in read_records(f, root))
     assert counts == Counter({"ok": 2 * n, "bad_json": 2})  # each 2000-byte cut ends inside a line
+
+
+def test_orjson_reads_every_line_as_json_would(tmp_path: Path, monkeypatch):
+    """Lines are parsed by orjson, and by json where the two could differ: records and quarantine reasons (with
+    their details) equal a json-only read, on odd lines and on randomly damaged ones."""
+    import random
+
+    import orjson
+
+    from curation.io import corpus_files
+
+    odd = [b'{"id": 123456789012345678901, "text": "an id past 64 bits"}', b'{"id": "big", "text": 99999999999999999999}',
+           b'{"id": 1e400, "text": "inf id"}', b'{"id": NaN, "text": "nan id"}', b'{"id": 3.0, "text": "float id"}',
+           b'{"id": "s", "text": "lone \\ud800 surrogate"}', b'{"id": "d", "text": "first", "text": "second"}',
+           b'\xef\xbb\xbf{"id": "bom", "text": "x"}', b'{"id": "e", "text": "\\u00fcber \\ud83d\\ude42"}',
+           b'{"id": "raw", "text": "caf\xc3\xa9 \xf0\x9f\x99\x82"}', b'{"id": "bad", "text": "a\xff"}',
+           b'{"id": "ctl", "text": "tab\tinside"}', b'{"id": "ws", "text": "x"}\x0c', b'{"id": true, "text": "b"}',
+           b'{"id": "", "text": "empty id"}', b'{"id": "deep", "v": ' + b"[" * 900 + b"]" * 900 + b', "text": "d"}',
+           b'{"id": "n", "text": null}', b'"a string"', b'{"id": -0.0, "text": "minus zero"}']
+    rng = random.Random(3)
+    palette = [b"\xff", b"\xed\xa0\x80", b"NaN", b"\\ud800", b'"', b"{", b"}", b",", b" ", b"\x0c", b"0", b"9" * 22,
+               b"\xc3", b"\xf0\x9f\x99\x82", b"1e999", b"-"]
+    damaged = []
+    for _ in range(3000):
+        line = bytearray(rng.choice(odd))
+        pos = rng.randint(0, len(line))
+        line[pos:pos + rng.randint(0, 2)] = rng.choice(palette)
+        damaged.append(bytes(line).replace(b"\n", b" "))
+    (tmp_path / "odd.jsonl").write_bytes(b"\n".join(odd + damaged) + b"\n")
+
+    def json_only(_line):
+        raise orjson.JSONDecodeError("forced", "", 0)
+
+    def both(**kw):
+        fast = list(read_records(str(tmp_path / "odd.jsonl"), str(tmp_path), **kw))
+        with monkeypatch.context() as m:
+            m.setattr(corpus_files.orjson, "loads", json_only)
+            return fast, list(read_records(str(tmp_path / "odd.jsonl"), str(tmp_path), **kw))
+
+    fast, slow = both()
+    assert fast == slow and ("123456789012345678901", "an id past 64 bits", None) in fast
+    assert sum(r[2] is None for r in fast) > 300 and sum(r[2] is not None for r in fast) > 300  # both kinds, many
+    for kw in ({"text_field": ("text", "body")}, {"id_field": None}):
+        fast, slow = both(**kw)
+        assert fast == slow

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from scoring.overlap.matching import BenchmarkGrams, FoundNgrams, Matches, row_results, scan_texts
-from scoring.overlap.ngrams import words
+from scoring.overlap.ngrams import text_ngrams, words
 
 
 def answers(bench_texts, corpus, n=3, **kw):
@@ -91,3 +91,54 @@ def test_the_audit_s_document_overlap_is_exact_and_ignores_case_and_punctuation(
     assert ov["share"] == pytest.approx(2 / 7)
     assert ov["examples"] == ["the quick brown fox jumps"]  # non-overlapping examples only
     assert math.isnan(found.overlap("too short")["share"])
+
+
+def test_sources_are_the_first_distinct_ids_in_corpus_order_however_the_batches_are_cut():
+    """Two records with the same id are one source; an n-gram's first max_sources distinct ids do not depend on where
+    batches or parts are cut (the previous engine lost 'B' when both 'A' records fell in one batch)."""
+    bench = BenchmarkGrams.of([{"id": "r", "input": "a b c d"}], 3)
+    corpus, ids = ["a b c", "a b c", "x", "a b c", "a b c", "a b c"], ["A", "A", "C", "B", "A", "D"]
+    for batch in (1, 2, 3, 6):
+        [r] = row_results(bench, scan_texts(bench, corpus, ids, batch=batch), max_sources=2)
+        assert r["sources"] == ["A", "B"] and r["corpus_occurrences"] == 5
+    merged = Matches(2)
+    for lo in range(0, len(corpus), 2):  # parts: the same id in two parts is one source too
+        merged.merge(Matches.from_table(scan_texts(bench, corpus[lo:lo + 2], ids[lo:lo + 2]).to_table()))
+    assert row_results(bench, merged, max_sources=2)[0]["sources"] == ["A", "B"]
+
+
+def test_parts_with_repeated_ids_merge_like_one_scan():
+    rng = random.Random(8)
+    vocab = [f"w{i}" for i in range(8)]
+    bench_texts = [" ".join(rng.choice(vocab) for _ in range(10)) for _ in range(15)]
+    corpus = [" ".join(rng.choice(vocab) for _ in range(40)) for _ in range(90)]
+    ids = [f"d{rng.randrange(30)}" for _ in corpus]  # every id several times
+    bench = BenchmarkGrams.of([{"id": str(i), "input": t} for i, t in enumerate(bench_texts)], 3)
+    whole = scan_texts(bench, corpus, ids, batch=7)
+    merged = Matches()
+    for lo in range(0, len(corpus), 11):
+        merged.merge(Matches.from_table(scan_texts(bench, corpus[lo:lo + 11], ids[lo:lo + 11], batch=4).to_table()))
+    assert row_results(bench, merged) == row_results(bench, whole)
+    expected: dict[int, list[str]] = {}
+    for doc, i in zip(corpus, ids):  # the definition, one document at a time
+        for h in dict.fromkeys(text_ngrams(doc, 3)[1].tolist()):
+            if h in whole.count and len(expected.setdefault(h, [])) < 10 and i not in expected[h]:
+                expected[h].append(i)
+    assert whole.sources == expected
+
+
+def test_first_distinct_plain_equals_the_general_ranking():
+    """The one-sort path (documents in order, one id each) keeps what the two-sort path keeps."""
+    import numpy as np
+
+    from scoring.overlap.found import first_distinct
+
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        docs = np.sort(rng.integers(0, 40, 500))
+        hashes = rng.integers(0, 30, 500).astype(np.uint64)
+        keys = docs * 7 + 3  # one key per document
+        for cap in (1, 3, 10):
+            plain = first_distinct(hashes, docs, keys, cap, plain=True)
+            general = first_distinct(hashes, docs, keys, cap)
+            assert all(np.array_equal(a, b) for a, b in zip(plain, general))
