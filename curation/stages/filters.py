@@ -229,7 +229,8 @@ class CodeOrFormula(Stage):
 
 
 class Language(Stage):
-    """py3langid (a pure-Python/numpy langid.py with its model bundled: offline and deterministic)."""
+    """py3langid (a pure-Python/numpy langid.py with its model bundled: offline and deterministic), its table widened
+    to float32 once for speed with the same scores (curation/stages/language_id.py)."""
 
     name = "language"
     requires = ("text",)
@@ -242,9 +243,9 @@ class Language(Stage):
 
     def annotate(self, row: Row) -> dict[str, Any]:
         if self._identifier is None:  # loaded on first use, so that building the stage list stays cheap
-            from py3langid.langid import MODEL_FILE, LanguageIdentifier
+            from curation.stages.language_id import identifier
 
-            self._identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+            self._identifier = identifier()
         lang, prob = self._identifier.classify(row.get("text") or "")
         return {"language": str(lang), "language_score": float(prob)}
 
