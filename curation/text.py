@@ -45,6 +45,8 @@ def squeeze_whitespace(text: str) -> str:
 
 
 def looks_like_formula(text: str) -> bool:
+    if "$" not in text and "\\" not in text:  # every pattern needs one of them; a scan for two characters is cheap
+        return False
     if _DISPLAY_MATH.search(text):
         return True
     return any(_TEXISH.search(m.group(1)) for m in _INLINE_MATH.finditer(text))
