@@ -1,7 +1,9 @@
 """Curation stages: small, typed steps over document rows, testable without Ray.
 
 A *row* here is a Document dict (curation/document.py) that stages annotate with computed fields. A row-level stage
-declares what it reads (`requires`) and adds (`provides`), computes its fields in `annotate` (scores), and decides in
+declares what it reads (`requires`; a stage that reads a meta key a source derives from the text, such as
+has_code, requires "text": a deferred document gets its text only past the leading stages that read none,
+pipeline.annotate_documents) and adds (`provides`), computes its fields in `annotate` (scores), and decides in
 `decide` (datatrove style: `True`, or `(False, reason)`, or `(False, reason, detail)`). Keeping the two apart means
 a release can record why a row was dropped from the same numbers that dropped it.
 

@@ -24,7 +24,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from curation.document import Document, utc
+from curation.document import Deferred, Document, utc
 from curation.io import storage
 
 RANGE_BYTES = 64 << 20  # ~60k posts of a typical site: many tasks per site, each a few seconds
@@ -125,8 +125,10 @@ def broken_dump_document(path: str, domain: str, detail: str) -> Document:
     return _quarantined(f"stackexchange:{site}:dump", "broken_dump", f"{path}: {detail}", site)
 
 
-def iter_range_documents(shard: Mapping[str, Any], answers: AnswerLookup) -> Iterator[Document]:
-    """The questions of one range (and a quarantine document per broken row), in file order."""
+def iter_range_documents(shard: Mapping[str, Any], answers: AnswerLookup,
+                         deferred: bool = False) -> Iterator[Document | Deferred]:
+    """The questions of one range (and a quarantine document per broken row), in file order; `deferred` as in
+    posts.question_document."""
     from curation.sources.stackexchange.posts import QUESTION, question_document, site_name
     from curation.sources.stackexchange.rows import iter_rows
 
@@ -141,7 +143,7 @@ def iter_range_documents(shard: Mapping[str, Any], answers: AnswerLookup) -> Ite
             continue
         row = dict(row)
         try:
-            yield question_document(row, domain, answers.get(int(row["Id"])))
+            yield question_document(row, domain, answers.get(int(row["Id"])), deferred)
         except (KeyError, ValueError) as exc:
             rid = row.get("Id") or f"byte{offset}"
             yield _quarantined(f"stackexchange:{site}:{rid}", "bad_row", f"{type(exc).__name__}: {exc}", site)
