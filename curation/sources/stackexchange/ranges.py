@@ -96,11 +96,16 @@ class AnswerLookup:
 
     def __init__(self, partitions: Sequence[np.ndarray]):
         self.parts = list(partitions)
+        self._keys: dict[int, np.ndarray] = {}
 
     def get(self, question_id: int) -> datetime | None:
-        part = self.parts[question_id % len(self.parts)]
-        i = int(np.searchsorted(part[:, 0], question_id))
-        if i < len(part) and int(part[i, 0]) == question_id:
+        p = question_id % len(self.parts)
+        part = self.parts[p]
+        keys = self._keys.get(p)
+        if keys is None:  # int64 once: searching a uint32 column for a Python int casts the whole column per call
+            keys = self._keys[p] = part[:, 0].astype(np.int64)
+        i = int(keys.searchsorted(question_id))
+        if i < len(keys) and int(keys[i]) == question_id:
             return datetime.fromtimestamp(int(part[i, 1]), tz=timezone.utc)
         return None
 
