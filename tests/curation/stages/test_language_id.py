@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -77,3 +78,61 @@ def test_restricting_languages_keeps_the_scores_equal():
 @pytest.mark.parametrize("text", ["", "   "])
 def test_featureless_text_is_scored_as_the_library_does(text):
     assert identifier().classify(text) == _stock().classify(text)
+
+
+def test_the_automaton_steps_to_the_longest_suffix():
+    """What makes the numpy walk (WideTableIdentifier._features) meet the features of py3langid's walk on every
+    text: each state stands for one string (the breadth-first path to it, at most `_depth` bytes), and every step
+    from a state on a byte goes to the state of the longest string that ends the state's string plus that byte (the
+    Aho-Corasick rule: the step itself when that is a state's string, else the step from the state of the longest
+    proper suffix). Then the state after any text is the state of the longest string ending the text, which only its
+    last `_depth` bytes decide. Checked for every state and byte of the bundled model."""
+    ident = identifier()
+    moves, base = ident._moves, ident._base
+    states, byte = len(base), np.arange(256)
+    depth, code = np.full(states, -1), np.zeros(states, dtype=np.uint64)
+    depth[0], frontier, level = 0, np.zeros(1, dtype=np.int64), 0
+    while len(frontier):
+        targets = moves[base[frontier][:, None] + byte]
+        parent, letter = np.nonzero(depth[targets] < 0)
+        new, first = np.unique(targets[parent, letter], return_index=True)
+        level += 1
+        depth[new] = level
+        code[new] = (code[frontier[parent[first]]] << np.uint64(8)) | letter[first].astype(np.uint64)
+        frontier = new.astype(np.int64)
+    assert (depth >= 0).all() and depth.max() == ident._depth == 6
+    keys = (depth.astype(np.uint64) << np.uint64(48)) | code  # a string as (length, bytes): one key per state
+    order = np.argsort(keys)
+    sorted_keys = keys[order]
+    assert len(np.unique(keys)) == states
+
+    def state_of(key):  # the state whose string has this key, or -1
+        at = np.minimum(np.searchsorted(sorted_keys, key), states - 1)
+        return np.where(sorted_keys[at] == key, order[at], -1)
+
+    fail = np.zeros(states, dtype=np.int64)  # the state of the longest proper suffix that is a state's string
+    for length in range(1, ident._depth):
+        longer = np.nonzero(depth > length)[0]
+        suffix = state_of((np.uint64(length) << np.uint64(48)) | (code[longer] & np.uint64((1 << 8 * length) - 1)))
+        fail[longer[suffix >= 0]] = suffix[suffix >= 0]
+    for lo in range(0, states, 8192):
+        s = np.arange(lo, min(states, lo + 8192))
+        step = moves[base[s][:, None] + byte]
+        child = state_of(((depth[s] + 1).astype(np.uint64) << np.uint64(48))[:, None]
+                         | (code[s][:, None] << np.uint64(8)) | byte.astype(np.uint64))
+        child[depth[s] >= ident._depth] = -1  # no string is longer
+        via_fail = np.where(s[:, None] == 0, 0, moves[base[fail[s]][:, None] + byte])
+        assert np.array_equal(step, np.where(child >= 0, child, via_fail)), lo
+
+
+def test_the_walk_meets_the_librarys_features_in_order():
+    from py3langid.langid import visit_counts
+
+    ident = identifier()
+    rng = random.Random(3)
+    texts = [t.encode("utf-8", "surrogatepass") for t in _texts()]
+    texts += [bytes(rng.randrange(256) for _ in range(n)) for n in (1, 2, 5, 6, 7, 50, 999)]
+    for text in texts:
+        stock = visit_counts(ident.tk_nextmove, ident._rowbase, ident.tk_output, text)
+        ours = ident._features(text).tolist()
+        assert stock == (Counter(ours) if ours else None) and (stock is None or list(stock) == list(Counter(ours)))
