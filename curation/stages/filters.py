@@ -128,7 +128,9 @@ class TimeCutoff(Stage):
         allowed = (row.get("meta") or {}).get("label_allowed")
         if allowed is not None and label is not None and label != int(allowed):
             label = None
-        return {"label": label, "month": created.strftime("%Y-%m")}
+        # strftime("%Y-%m") costs ~1 us a row; the same text for years from 1000 on (%Y does not pad shorter ones)
+        month = f"{created.year}-{created.month:02d}" if created.year >= 1000 else created.strftime("%Y-%m")
+        return {"label": label, "month": month}
 
     @staticmethod
     def _activity(row: Row, created: datetime) -> datetime:

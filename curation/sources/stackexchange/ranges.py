@@ -146,7 +146,7 @@ def iter_range_documents(shard: Mapping[str, Any], answers: AnswerLookup,
             continue
         if row is None or row.get("PostTypeId") != QUESTION:
             continue
-        row = dict(row)
+        row = dict(row.items())  # the same dict as dict(row); lxml lists its attributes ~2x faster this way
         try:
             yield question_document(row, domain, answers.get(int(row["Id"])), deferred)
         except (KeyError, ValueError) as exc:

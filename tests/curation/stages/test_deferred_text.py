@@ -4,6 +4,8 @@ stage drops them; Stack Exchange defers only bodies that body_text cannot fail o
 from __future__ import annotations
 
 import html
+import json
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,7 +15,8 @@ from curation import sources
 from curation.config import load_config
 from curation.document import Deferred
 from curation.sources.stackexchange import posts as se_posts
-from curation.stages.pipeline import annotate_documents, annotate_records, numbered_records
+from curation.stages.pipeline import (annotate_documents, annotate_records, document_row, from_record,
+                                      numbered_records, to_record)
 
 WINDOWS = [("2015-02-01", "2015-03-01"),  # the tests' coffee window: most questions cut off by date
            ("2016-01-01", "2016-02-01"),  # every question a member candidate: every text needed
@@ -100,3 +103,25 @@ def test_only_bodies_without_character_references_are_deferred():
     referenced = {**row, "Body": "<p>it&#39;s here</p>"}
     assert not isinstance(se_posts.question_document(referenced, "beans.stackexchange.com", None, deferred=True),
                           Deferred)
+
+
+class _Flag(int):
+    pass
+
+
+@pytest.mark.parametrize("meta", [
+    {}, {"b": 1, "a": "x", "c": None, "d": True, "e": [1, "y", None, False], "f": (2, 3), "g": {"z": 1, "y": [{}]}},
+    {"score": -0.0, "share": 0.1 + 0.2, "big": 2 ** 80, "text": "caf\u00e9 \ud800 \x00"},
+    {"when": datetime(2015, 1, 2, tzinfo=timezone.utc)}, {"nan": float("nan")}, {"inf": [float("inf")]},
+    {1: "int key"}, {"flag": _Flag(1)}, {"nested": {"when": date(2015, 1, 2)}}, {"set": {1, 2}},
+])
+def test_a_row_is_the_records_round_trip(meta):
+    doc = {"id": 7, "source": "s", "title": None, "text": "t", "url": "u", "meta": meta,
+           "created_at": datetime(2015, 1, 2, 3, 4, 5, 600, tzinfo=timezone(timedelta(hours=2)))}
+    record = to_record(doc)
+    expected = from_record(record)
+    row, created_at = document_row(doc)
+    assert created_at == record["created_at"]
+    assert json.dumps(row, sort_keys=True, default=repr) == json.dumps(expected, sort_keys=True, default=repr)
+    assert list(row["meta"]) == list(expected["meta"])
+    assert repr(row) == repr(expected) or "nan" in repr(expected)  # nan != nan, and repr shows the same text
