@@ -25,7 +25,9 @@ def words(text: str) -> list[str]:
 
 
 def word_count(text: str) -> int:
-    return sum(1 for _ in _WORD.finditer(text))
+    # The number of \S+ runs: str.split() splits at the same characters (str.isspace is re's \s for str patterns,
+    # every code point checked in tests/curation/stages/test_stages.py) and is ~7x faster than counting matches.
+    return len(text.split())
 
 
 def truncate_words(text: str, n: int) -> str:
