@@ -7,7 +7,7 @@ unit tests use the same shape without conversion.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, TypedDict
+from typing import Any, Callable, NamedTuple, TypedDict
 
 import pyarrow as pa
 
@@ -20,6 +20,16 @@ class Document(TypedDict):
     created_at: datetime  # timezone-aware UTC
     url: str
     meta: dict[str, Any]
+
+
+class Deferred(NamedTuple):
+    """A document whose text a source makes only when asked (sources' TEXT_ON_REQUEST, curation/sources/__init__.py):
+    `head` is the document with `title` and `text` empty and without the meta keys derived from the text;
+    `rest()` returns (title, text, those meta keys). The build calls it only for documents that get past the stages
+    that read neither text nor title (curation/stages/pipeline.annotate_documents)."""
+
+    head: Document
+    rest: Callable[[], tuple[str, str, dict[str, Any]]]
 
 
 class BenchmarkRow(TypedDict):

@@ -25,7 +25,9 @@ def words(text: str) -> list[str]:
 
 
 def word_count(text: str) -> int:
-    return sum(1 for _ in _WORD.finditer(text))
+    # The number of \S+ runs: str.split() splits at the same characters (str.isspace is re's \s for str patterns,
+    # every code point checked in tests/curation/stages/test_stages.py) and is ~7x faster than counting matches.
+    return len(text.split())
 
 
 def truncate_words(text: str, n: int) -> str:
@@ -45,6 +47,8 @@ def squeeze_whitespace(text: str) -> str:
 
 
 def looks_like_formula(text: str) -> bool:
+    if "$" not in text and "\\" not in text:  # every pattern needs one of them; a scan for two characters is cheap
+        return False
     if _DISPLAY_MATH.search(text):
         return True
     return any(_TEXISH.search(m.group(1)) for m in _INLINE_MATH.finditer(text))

@@ -64,18 +64,15 @@ def excluded_partition(document_id: str, parts: int) -> int:
     return hash_partition(document_id, parts)
 
 
-def _documents(block: pa.Table, drops: pa.Table, cfg: Mapping[str, Any]) -> Iterator[tuple[int, dict, Any]]:
-    """(index in block, the document's keys, what became of it): ("dropped", stage, reason, detail) or a list of
-    its candidate bucket rows (empty: shorter than the smallest bucket)."""
-    hit = pc.index_in(block.column("row_no"), value_set=drops.column("row_no")).to_pylist()
-    reasons, details = drops.column("reason").to_pylist(), drops.column("detail").to_pylist()
-    for i, doc in enumerate(block.select(_DOC_COLUMNS).to_pylist()):
-        if doc["reason"]:
-            yield i, doc, ("dropped", doc["stage"], doc["reason"], doc["detail"])
-        elif hit[i] is not None:
-            yield i, doc, ("dropped", "dedup", reasons[hit[i]], details[hit[i]])
-        else:
-            yield i, doc, bucket_rows(doc, cfg["buckets"], cfg["bucket_mode"])
+def _kept(block: pa.Table, drops: pa.Table) -> pa.Array:
+    """Which documents both the row-level stages and dedup kept: the only ones with bucket rows. Selected with
+    Arrow, so that only they become Python rows (most of a corpus is dropped before this)."""
+    return pc.and_(pc.equal(block.column("reason"), ""),
+                   pc.invert(pc.is_in(block.column("row_no"), value_set=drops.column("row_no"))))
+
+
+def _candidates(block: pa.Table, drops: pa.Table) -> list[dict]:
+    return block.filter(_kept(block, drops)).select(_DOC_COLUMNS).to_pylist()
 
 
 def _label(doc: Mapping[str, Any]) -> int | None:
@@ -90,9 +87,8 @@ def count_groups(block: pa.Table, drops: pa.Table, cfg: Mapping[str, Any]) -> Co
     """Pass 1: candidate rows per sampling group."""
     monthly = bool(cfg["cutoffs"]["monthly_nonmembers"])
     counts: Counter = Counter()
-    for _, _, fate in _documents(block, drops, cfg):
-        if isinstance(fate, list):
-            counts.update(_group(r, monthly) for r in fate)
+    for doc in _candidates(block, drops):
+        counts.update(_group(r, monthly) for r in bucket_rows(doc, cfg["buckets"], cfg["bucket_mode"]))
     return counts
 
 
@@ -101,12 +97,11 @@ def smallest_ranks_of_block(block: pa.Table, drops: pa.Table, cfg: Mapping[str, 
     """Pass 2: per group, this block's `needed[group]` smallest ranks."""
     monthly, seed = bool(cfg["cutoffs"]["monthly_nonmembers"]), int(cfg["seed"])
     ranks: dict[sampling.Group, list[str]] = {}
-    for _, _, fate in _documents(block, drops, cfg):
-        if isinstance(fate, list):
-            for r in fate:
-                g = _group(r, monthly)
-                if needed.get(g):
-                    ranks.setdefault(g, []).append(sampling.sample_rank(seed, r["document_id"]))
+    for doc in _candidates(block, drops):
+        for r in bucket_rows(doc, cfg["buckets"], cfg["bucket_mode"]):
+            g = _group(r, monthly)
+            if needed.get(g):
+                ranks.setdefault(g, []).append(sampling.sample_rank(seed, r["document_id"]))
     return sampling.smallest_ranks(ranks, needed)
 
 
@@ -114,27 +109,30 @@ def release_block(block: pa.Table, drops: pa.Table, cfg: Mapping[str, Any],
                   plans: Mapping[sampling.Group, sampling.GroupPlan],
                   limits: Mapping[sampling.Group, sampling.Thresholds], excluded_parts: int
                   ) -> tuple[pa.Table, pa.Table, Tally]:
-    """Pass 3: (exclusions with their part number, sampled benchmark rows, tally) for one block."""
+    """Pass 3: (exclusions with their part number, sampled benchmark rows, tally) for one block. The documents that
+    a row-level stage or dedup dropped are counted and listed column-wise (the release files are sorted, so the
+    exclusions' order is free); only the kept ones are decided one by one."""
     monthly, seed = bool(cfg["cutoffs"]["monthly_nonmembers"]), int(cfg["seed"])
     smallest = min(cfg["buckets"])
     tally = Tally(documents_in=block.num_rows)
     created = pc.min_max(pc.drop_null(pc.if_else(pc.equal(block.column("created_at"), ""), None,
                                                  block.column("created_at"))))
     tally.created_min, tally.created_max = created["min"].as_py(), created["max"].as_py()
-    excluded: dict[str, list] = {name: [] for name in EXCLUDED_SCHEMA.names}
+    excluded = [_dropped_by_stages(block, tally, excluded_parts), _dropped_by_dedup(block, drops, tally,
+                                                                                      excluded_parts)]
+    rows: dict[str, list] = {name: [] for name in EXCLUDED_SCHEMA.names}
     sampled: dict[str, list] = {name: [] for name in SAMPLED_SCHEMA.names}
-    texts = block.column("text")
 
     def exclude(row_id: str, stage: str, reason: str, detail: str, label: int | None) -> None:
         tally.exclude(stage, reason, label)
         for name, value in zip(EXCLUDED_SCHEMA.names, (row_id, stage, reason, detail,
                                                         excluded_partition(row_id, excluded_parts))):
-            excluded[name].append(value)
+            rows[name].append(value)
 
-    for i, doc, fate in _documents(block, drops, cfg):
-        if not isinstance(fate, list):
-            exclude(doc["id"], *fate[1:], _label(doc))
-            continue
+    kept = block.filter(_kept(block, drops))
+    texts = kept.column("text")
+    for i, doc in enumerate(kept.select(_DOC_COLUMNS).to_pylist()):
+        fate = bucket_rows(doc, cfg["buckets"], cfg["bucket_mode"])
         if not fate:
             exclude(doc["id"], "bucket", "shorter_than_smallest_bucket", f"{doc['word_count']} words < {smallest}",
                     _label(doc))
@@ -152,4 +150,30 @@ def release_block(block: pa.Table, drops: pa.Table, cfg: Mapping[str, Any],
             values = {**r, "input": truncate_words(texts[i].as_py(), r["bucket"]), "created_at": utc(r["created_at"])}
             for name in SAMPLED_SCHEMA.names:
                 sampled[name].append(values[name])
-    return (pa.table(excluded, schema=EXCLUDED_SCHEMA), pa.table(sampled, schema=SAMPLED_SCHEMA), tally)
+    excluded.append(pa.table(rows, schema=EXCLUDED_SCHEMA))
+    return pa.concat_tables(excluded), pa.table(sampled, schema=SAMPLED_SCHEMA), tally
+
+
+def _exclusions(ids: pa.ChunkedArray, stages, reasons, details, labels, tally: Tally, parts: int) -> pa.Table:
+    """Exclusion rows for whole columns, counted into `tally` per (stage, reason, label) as Tally.exclude would
+    count them one by one."""
+    table = pa.table({"stage": stages, "reason": reasons, "label": labels})
+    for g in table.group_by(["stage", "reason", "label"]).aggregate([([], "count_all")]).to_pylist():
+        tally.exclude(g["stage"], g["reason"], None if g["label"] < 0 else g["label"], g["count_all"])
+    part = pa.array([excluded_partition(i, parts) for i in ids.to_pylist()], pa.int32())
+    return pa.table([ids, stages, reasons, details, part], schema=EXCLUDED_SCHEMA)
+
+
+def _dropped_by_stages(block: pa.Table, tally: Tally, parts: int) -> pa.Table:
+    d = block.filter(pc.not_equal(block.column("reason"), ""))
+    return _exclusions(d.column("id"), d.column("stage"), d.column("reason"), d.column("detail"),
+                       d.column("label"), tally, parts)
+
+
+def _dropped_by_dedup(block: pa.Table, drops: pa.Table, tally: Tally, parts: int) -> pa.Table:
+    hit = pc.index_in(block.column("row_no"), value_set=drops.column("row_no"))
+    dropped = pc.and_(pc.equal(block.column("reason"), ""), pc.is_valid(hit))
+    d, at = block.filter(dropped), hit.filter(dropped)
+    stages = pa.array(["dedup"] * d.num_rows, pa.string())
+    return _exclusions(d.column("id"), stages, drops.column("reason").take(at), drops.column("detail").take(at),
+                       d.column("label"), tally, parts)

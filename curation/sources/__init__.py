@@ -20,6 +20,13 @@ source also gets `buckets` and `bucket_mode` (it checks the passage the release 
 The Ray job also sets `staging` (unless the section does) to a temporary directory of the run on a single-node
 cluster: where a source may decompress an archive once so that it can be split (Stack Exchange's .7z).
 
+A module with `TEXT_ON_REQUEST = True` also takes iter_documents(..., deferred=True): it may then yield a
+`Deferred(head, rest)` (curation/document.py) for an item whose text is costly to make, where `head` is the document
+without title, text and the meta keys derived from the text, and `rest()` makes those. The build completes only the
+documents that get past the row-level stages that read neither text nor title (curation/stages/pipeline.
+annotate_documents): a document one of them drops is annotated the same without its text, so a source skips its
+most expensive step (Stack Exchange: the body's HTML) for every document the time cutoff drops.
+
 A source that rejects an item itself yields a *quarantine document*: empty text and
 `meta["quarantine"] = {"stage": ..., "reason": ..., "detail": ...}`. The job excludes it with that reason, so every
 item the source saw is counted. Modules are imported lazily: a Stack Exchange build never imports the HTTP client.
@@ -77,8 +84,11 @@ def source_config(cfg: Mapping[str, Any]) -> dict:
     return source
 
 
-def iter_documents(source_cfg: Mapping[str, Any], aggregated=None) -> Iterator[Document]:
+def iter_documents(source_cfg: Mapping[str, Any], aggregated=None, deferred: bool = False) -> Iterator[Document]:
+    """The source's documents; with `deferred`, Deferred ones where the source offers them (TEXT_ON_REQUEST)."""
     module = source_module(source_cfg["kind"])
+    if deferred and getattr(module, "TEXT_ON_REQUEST", False):
+        return module.iter_documents(dict(source_cfg), aggregated, deferred=True)
     if aggregated is not None:
         return module.iter_documents(dict(source_cfg), aggregated)
     return module.iter_documents(dict(source_cfg))

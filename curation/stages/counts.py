@@ -38,13 +38,14 @@ class Tally:
     created_min: str | None = None
     created_max: str | None = None
 
-    def exclude(self, stage: str, reason: str, label: int | None) -> None:
+    def exclude(self, stage: str, reason: str, label: int | None, n: int = 1) -> None:
+        """Count `n` exclusions of one stage, reason and label."""
         step = step_of(stage)
         if step not in DOCUMENT_STEPS + ROW_STEPS:
             raise ReconcileError(f"an exclusion has unknown stage {stage!r}")
-        self.by_step[(step, reason)] += 1
+        self.by_step[(step, reason)] += n
         if step in DOCUMENT_STEPS and label is not None:
-            self.labels_dropped[(step, LABEL_NAMES[label])] += 1
+            self.labels_dropped[(step, LABEL_NAMES[label])] += n
 
     def sample(self, label: int, bucket: int, month: str) -> None:
         self.sampled[(LABEL_NAMES[label], int(bucket))] += 1

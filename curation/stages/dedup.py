@@ -22,6 +22,7 @@ from curation.text import shingle_tokens
 
 _MERSENNE = np.uint64((1 << 61) - 1)
 _MAX32 = np.uint64(0xFFFFFFFF)
+_SHIFT61, _ONE = np.uint64(61), np.uint64(1)
 _HASH_SEED = 1_234_567  # fixed: signatures must not depend on the benchmark's sampling seed
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICROSECOND = timedelta(microseconds=1)
@@ -35,21 +36,47 @@ class MinHasher:
         self._b = rng.randint(0, 1 << 31, size=permutations, dtype=np.int64).astype(np.uint64)
 
     def shingles(self, text: str) -> set[str]:
+        """The word n-grams a signature hashes (the definition; `signature` hashes them without building them)."""
         tokens = shingle_tokens(text)
         if len(tokens) < self.ngram:
             return {" ".join(tokens)} if tokens else set()
         return {" ".join(tokens[i: i + self.ngram]) for i in range(len(tokens) - self.ngram + 1)}
 
+    def shingle_hashes(self, text: str) -> np.ndarray:
+        """crc32 of the UTF-8 bytes of every shingle occurrence, repeats included: a signature is a minimum over
+        them, which repeats do not change, so this equals hashing the set `shingles` (and skips building it)."""
+        tokens = shingle_tokens(text)
+        if len(tokens) <= self.ngram:
+            return np.array([zlib.crc32(" ".join(tokens).encode("utf-8"))] if tokens else [], dtype=np.uint64)
+        # A shingle's bytes are a slice of the joined text's: \w tokens hold no space, and UTF-8 never puts byte
+        # 0x20 inside a multi-byte character, so the joined bytes' spaces are exactly the token boundaries.
+        joined = " ".join(tokens).encode("utf-8")
+        spaces = np.flatnonzero(np.frombuffer(joined, dtype=np.uint8) == 32)
+        starts, ends, k = [0, *(spaces + 1).tolist()], [*spaces.tolist(), len(joined)], self.ngram - 1
+        crc32 = zlib.crc32
+        return np.fromiter((crc32(joined[s:e]) for s, e in zip(starts, ends[k:])), dtype=np.uint64,
+                           count=len(tokens) - k)
+
     def signature(self, text: str) -> bytes:
         """`permutations` uint32 minima, as bytes (an Arrow-friendly binary column)."""
-        shingles = self.shingles(text)
-        if not shingles:
+        hashes = self.shingle_hashes(text)
+        if not len(hashes):
             return np.full(self.permutations, 0xFFFFFFFF, dtype=np.uint32).tobytes()
-        hashes = np.fromiter((zlib.crc32(s.encode("utf-8")) for s in shingles), dtype=np.uint64,
-                             count=len(shingles))
         # (a*h + b) mod p, kept to 32 bits: the usual universal-hash permutation (wraps identically everywhere).
-        values = (np.outer(hashes, self._a) + self._b) % _MERSENNE & _MAX32
-        return values.min(axis=0).astype(np.uint32).tobytes()
+        # a*h + b < 2**63 + 2**31 never wraps. The reduction mod the Mersenne prime p = 2**61 - 1 is done with
+        # shifts and masks, because numpy's uint64 remainder (a division per slot) was most of this function:
+        # x = (x >> 61)*2**61 + (x & p) ≡ (x >> 61) + (x & p) < 2**61 + 8, and then adding ((x + 1) >> 61) adds
+        # 1 exactly when x >= p, which leaves x - p in the low 61 bits; only the low 32 are kept.
+        x = np.multiply.outer(hashes, self._a)
+        x += self._b
+        high = x >> _SHIFT61
+        x &= _MERSENNE
+        x += high
+        high = x + _ONE
+        high >>= _SHIFT61
+        x += high
+        x &= _MAX32
+        return x.min(axis=0).astype(np.uint32).tobytes()
 
 
 def similarity(sig_a: bytes, sig_b: bytes) -> float:

@@ -1,7 +1,9 @@
 """Curation stages: small, typed steps over document rows, testable without Ray.
 
 A *row* here is a Document dict (curation/document.py) that stages annotate with computed fields. A row-level stage
-declares what it reads (`requires`) and adds (`provides`), computes its fields in `annotate` (scores), and decides in
+declares what it reads (`requires`; a stage that reads a meta key a source derives from the text, such as
+has_code, requires "text": a deferred document gets its text only past the leading stages that read none,
+pipeline.annotate_documents) and adds (`provides`), computes its fields in `annotate` (scores), and decides in
 `decide` (datatrove style: `True`, or `(False, reason)`, or `(False, reason, detail)`). Keeping the two apart means
 a release can record why a row was dropped from the same numbers that dropped it.
 
@@ -126,7 +128,9 @@ class TimeCutoff(Stage):
         allowed = (row.get("meta") or {}).get("label_allowed")
         if allowed is not None and label is not None and label != int(allowed):
             label = None
-        return {"label": label, "month": created.strftime("%Y-%m")}
+        # strftime("%Y-%m") costs ~1 us a row; the same text for years from 1000 on (%Y does not pad shorter ones)
+        month = f"{created.year}-{created.month:02d}" if created.year >= 1000 else created.strftime("%Y-%m")
+        return {"label": label, "month": month}
 
     @staticmethod
     def _activity(row: Row, created: datetime) -> datetime:
@@ -229,7 +233,8 @@ class CodeOrFormula(Stage):
 
 
 class Language(Stage):
-    """py3langid (a pure-Python/numpy langid.py with its model bundled: offline and deterministic)."""
+    """py3langid (a pure-Python/numpy langid.py with its model bundled: offline and deterministic), its table widened
+    to float32 once for speed with the same scores (curation/stages/language_id.py)."""
 
     name = "language"
     requires = ("text",)
@@ -242,9 +247,9 @@ class Language(Stage):
 
     def annotate(self, row: Row) -> dict[str, Any]:
         if self._identifier is None:  # loaded on first use, so that building the stage list stays cheap
-            from py3langid.langid import MODEL_FILE, LanguageIdentifier
+            from curation.stages.language_id import identifier
 
-            self._identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+            self._identifier = identifier()
         lang, prob = self._identifier.classify(row.get("text") or "")
         return {"language": str(lang), "language_score": float(prob)}
 

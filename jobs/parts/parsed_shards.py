@@ -1,7 +1,7 @@
 """build-benchmark's parse pass, in parts on the one part loop (jobs/plane/part_loop.run_parts).
 
     shard (a site file or byte range, a dump stream, a tar, a batch of titles) ──▶ parse task (any worker): the
-        shard's documents, numbered (shard, position), through the row-level stages (annotate_records) ──▶ one
+        shard's documents, numbered (shard, position), through the row-level stages (annotate_documents) ──▶ one
         annotated table in the object store
     ──▶ commit task: OUT/_build/parsed/part-NNNNN.parquet (on the driver's node when OUT is a local directory, the
         disk OUT names; on the worker's for s3://), returning the part's summary
@@ -65,25 +65,20 @@ def shard_digest(shard: Mapping[str, Any]) -> str:
 
 def parse_shard(item: Mapping[str, Any], aggregated: Mapping[str, list] | None, cfg_json: str):
     """One shard's documents through the row-level stages, in batches: one annotated table (ANNOTATED_SCHEMA). A
-    shard that needs an aggregation (`site_key`) gets its partition arrays, read zero-copy from the object store."""
+    shard that needs an aggregation (`site_key`) gets its partition arrays, read zero-copy from the object store.
+    A source that can make a document's text on request does so only for the documents the time cutoff keeps
+    (curation/stages/pipeline.annotate_documents)."""
     import pyarrow as pa
     import ray
 
     from curation import sources
-    from curation.stages.pipeline import ANNOTATED_SCHEMA, BATCH_SIZE, annotate_records, numbered_records
+    from curation.stages.pipeline import ANNOTATED_SCHEMA, annotate_documents
 
     cfg = json.loads(cfg_json)
     shard = json.loads(item["shard"])
     refs = (aggregated or {}).get(shard.get("site_key"))
-    documents = sources.iter_documents(shard, ray.get(list(refs)) if refs else None)
-    tables, batch = [], []
-    for record in numbered_records(documents, first_row_no=int(item["shard_no"]) << 32):
-        batch.append(record)
-        if len(batch) >= BATCH_SIZE:
-            tables.append(annotate_records(batch, cfg))
-            batch = []
-    if batch:
-        tables.append(annotate_records(batch, cfg))
+    documents = sources.iter_documents(shard, ray.get(list(refs)) if refs else None, deferred=True)
+    tables = list(annotate_documents(documents, cfg, first_row_no=int(item["shard_no"]) << 32))
     return pa.concat_tables(tables) if tables else ANNOTATED_SCHEMA.empty_table()
 
 

@@ -3,9 +3,9 @@
     parse:   a part per shard (site/file/tar/byte range) on the one part loop: documents through the row-level
              stages, one annotated table per shard in the object store (texts included; they never leave it),
              committed under OUT/_build so that a cut-off build resumes (jobs/parts/parsed_shards.py)
-    dedup:   survivors' keys --groupby(hash of id)--> duplicate ids --groupby(hash of exact key)--> exact copies
-             --explode LSH bands, groupby(hash of band)--> similar pairs --one task--> near duplicates
-             (curation/stages/dedup.py; the drops, duplicates only, are one table in the object store)
+    dedup:   survivors' keys --tasks per hash(id) partition--> duplicate ids --per hash(exact key)--> exact copies
+             --per hash(LSH band)--> similar pairs --one task--> near duplicates (jobs/parts/dedup_tasks.py, the
+             decisions of curation/stages/dedup.py; the drops, duplicates only, are one table in the object store)
     counts:  a task per chunk of blocks counts candidate rows per sampling group; the driver plans the sample
     ranks:   a task per chunk returns each group's smallest ranks; the driver merges them into thresholds
     release: a task per chunk decides every document and returns its exclusions, sampled rows and tally
@@ -25,118 +25,6 @@ from typing import Any, Callable, Mapping
 
 TASK_CPUS = 0.5
 BLOCK_CHUNKS_PER_CPU = 2  # tasks per CPU in each pass over the annotated blocks
-
-
-# ---------------------------------------------------------------- dedup as groupbys over hash partitions
-
-def _with_partition(batch, field: str, partitions: int):
-    """The keys (one fixed schema: every block of a shuffle must match) and their hash partition."""
-    import pyarrow as pa
-
-    from curation.release.passes import KEY_SCHEMA, hash_partition
-
-    batch = batch.select(KEY_SCHEMA.names).cast(KEY_SCHEMA)
-    keys = [hash_partition(v, partitions) for v in batch.column(field).to_pylist()]
-    return batch.append_column("_part", pa.array(keys, pa.int32()))
-
-
-def _decided_schema():
-    import pyarrow as pa
-
-    from curation.release.passes import KEY_SCHEMA
-
-    return pa.schema([*KEY_SCHEMA, pa.field("reason", pa.string()), pa.field("detail", pa.string()),
-                      pa.field("_drop", pa.bool_())])
-
-
-def _decide_partition(table, check: str):
-    """One hash partition of a dedup step: the kept rows' keys, and the drops, in one table (`_drop` marks)."""
-    import pyarrow as pa
-
-    from curation.stages import dedup
-    from curation.release.passes import KEY_SCHEMA
-
-    kept, drops = getattr(dedup, check)(table.select(KEY_SCHEMA.names).to_pylist())
-    out = {"_drop": [False] * len(kept) + [True] * len(drops)}
-    for name in KEY_SCHEMA.names:
-        out[name] = [r[name] for r in kept] + [d.get(name) for d in drops]
-    out["reason"] = [""] * len(kept) + [d["reason"] for d in drops]
-    out["detail"] = [""] * len(kept) + [d["detail"] for d in drops]
-    return pa.table(out, schema=_decided_schema())
-
-
-def _band_entries(batch, bands: int, partitions: int):
-    import pyarrow as pa
-
-    from curation.stages.dedup import band_entries
-    from curation.release.passes import hash_partition
-
-    entries = list(band_entries(batch.to_pylist(), bands))
-    table = pa.Table.from_pylist(entries, schema=pa.schema([
-        ("band", pa.binary()), ("created_us", pa.int64()), ("id", pa.string()), ("row_no", pa.int64()),
-        ("minhash", pa.binary())]))
-    return table.append_column("_part", pa.array([hash_partition(e["band"], partitions) for e in entries],
-                                                pa.int32()))
-
-
-_EDGE_FIELDS = [("a_us", "int64"), ("a_id", "string"), ("a_row", "int64"), ("b_us", "int64"), ("b_id", "string"),
-                ("b_row", "int64"), ("sim", "float64")]
-
-
-def _edges_of_partition(table, threshold: float):
-    import pyarrow as pa
-
-    from curation.stages.dedup import near_edges
-
-    schema = pa.schema([(n, getattr(pa, t)()) for n, t in _EDGE_FIELDS])
-    return pa.Table.from_pylist(near_edges(table.to_pylist(), threshold), schema=schema)
-
-
-def _resolve_near(*edge_tables):
-    from curation.stages.dedup import resolve_near
-    from curation.release.passes import drops_table
-
-    return drops_table(resolve_near(e for t in edge_tables for e in t.to_pylist()))
-
-
-def _concat_drops(*tables):
-    import pyarrow as pa
-
-    from curation.release.passes import DROPS_SCHEMA
-
-    tables = [t.select(DROPS_SCHEMA.names).cast(DROPS_SCHEMA) for t in tables if t.num_rows]
-    return pa.concat_tables(tables) if tables else DROPS_SCHEMA.empty_table()
-
-
-def dedup_on_workers(annotated, cfg: Mapping[str, Any], partitions: int, log: Callable[[str], None]):
-    """The dedup drops as one table in the object store (an object reference)."""
-    import pyarrow.compute as pc
-    import ray
-
-    from curation.release.passes import survivor_keys
-
-    dd = cfg["dedup"]
-    steps = ["duplicate_ids"] + (["exact_duplicates"] if dd["exact"] else [])
-    keys = annotated.map_batches(survivor_keys, batch_format="pyarrow", num_cpus=TASK_CPUS)
-    drop_refs = []
-    for check, field in zip(steps, ("id", "exact_key")):
-        decided = keys.map_batches(_with_partition, fn_kwargs={"field": field, "partitions": partitions},
-                                   batch_format="pyarrow", num_cpus=TASK_CPUS) \
-            .groupby("_part", num_partitions=partitions).map_groups(_decide_partition, fn_kwargs={"check": check}, batch_format="pyarrow",
-                                         num_cpus=TASK_CPUS).materialize()
-        drop_refs += decided.map_batches(lambda b: b.filter(b.column("_drop")), batch_format="pyarrow").to_arrow_refs()
-        keys = decided.map_batches(lambda b: b.filter(pc.invert(b.column("_drop"))), batch_format="pyarrow")
-    if dd["near"]:
-        entries = keys.map_batches(_band_entries, fn_kwargs={"bands": int(dd["bands"]), "partitions": partitions},
-                                   batch_format="pyarrow", num_cpus=TASK_CPUS)
-        edges = entries.groupby("_part", num_partitions=partitions).map_groups(_edges_of_partition, fn_kwargs={
-            "threshold": float(dd["threshold"])}, batch_format="pyarrow", num_cpus=TASK_CPUS)
-        resolve = ray.remote(num_cpus=TASK_CPUS, max_retries=2)(_resolve_near)
-        drop_refs.append(resolve.remote(*edges.to_arrow_refs()))
-    drops = ray.remote(num_cpus=TASK_CPUS, max_retries=2)(_concat_drops).remote(*drop_refs)
-    log(f"dedup: {' -> '.join(steps + (['near_duplicates'] if dd['near'] else []))} over {partitions} "
-        "hash partitions")
-    return drops
 
 
 # ---------------------------------------------------------------- the passes over blocks
@@ -252,6 +140,7 @@ def _run_ray(cfg: Mapping[str, Any], source_cfg: dict, stage: Path, dest, log: C
     from curation import sources
     from curation.stages.counts import Tally
     from curation.release.output import SamplePlan, finish_release
+    from jobs.parts.dedup_tasks import dedup_on_workers
     from jobs.parts.parsed_shards import parse_parts
     from jobs.plane.task_map import gather
 
@@ -268,15 +157,15 @@ def _run_ray(cfg: Mapping[str, Any], source_cfg: dict, stage: Path, dest, log: C
         found, stats = training_overlap(source_cfg, dest, log, progress)
         computed, inputs = {OVERLAP_KEY: [ray.put(found.hashes)]}, hashlib.sha256(found.hashes.tobytes()).hexdigest()
         overlap = {"found": found, "stats": stats}
+    # the annotated tables stay in the object store: the driver holds their references
     blocks, parsed = parse_parts(cfg, source_cfg, shards, dest, resume=resume, log=log, progress=progress,
                                  computed=computed, inputs=inputs)
-    annotated = ray.data.from_arrow_refs(blocks)  # the annotated tables stay in the object store
     log(f"parsed and annotated {parsed['documents']} documents")
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
-    drops = dedup_on_workers(annotated, cfg, partitions=max(2, 2 * cpus), log=log)
+    drops = dedup_on_workers(blocks, cfg, partitions=max(2, 2 * cpus), log=log)
     ray.wait([drops], fetch_local=False)
     log("dedup decided")
-    chunks = _chunks(annotated.to_arrow_refs(), BLOCK_CHUNKS_PER_CPU * cpus)
+    chunks = _chunks(blocks, BLOCK_CHUNKS_PER_CPU * cpus)
     task = ray.remote(num_cpus=TASK_CPUS, max_retries=2)
 
     counts: Counter = Counter()

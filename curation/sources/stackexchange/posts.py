@@ -7,7 +7,7 @@ from array import array
 from datetime import datetime, timezone
 from typing import Iterator, Mapping
 
-from curation.document import Document, utc
+from curation.document import Deferred, Document, utc
 from curation.text import looks_like_formula, squeeze_whitespace
 
 QUESTION, ANSWER = "1", "2"
@@ -108,17 +108,25 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
 
 
-def question_document(row: Mapping[str, str], domain: str, last_answer: datetime | None) -> Document:
+def question_document(row: Mapping[str, str], domain: str, last_answer: datetime | None,
+                      deferred: bool = False) -> Document | Deferred:
+    """The question's Document; with `deferred`, a Deferred one (curation/document.py) whose body is rendered only
+    if the build asks for it, since parsing the HTML is most of a question's cost and the time cutoff drops most
+    questions of a dump on their dates alone. A body that holds an HTML character reference is rendered at once, as
+    before: a reference to a control character makes body_text raise ValueError (lxml refuses it as tail text), which
+    quarantines the question as a bad row whatever its dates; without one, body_text cannot raise."""
     post_id = int(row["Id"])
     created = utc(row["CreationDate"])
     last_edit = utc(row["LastEditDate"]) if row.get("LastEditDate") else None
     activity = max(d for d in (created, last_edit, last_answer) if d is not None)
-    text, has_code, has_formula = body_text(row.get("Body", ""))
+    body = row.get("Body", "")
+    later = deferred and "&#" not in body
+    text, has_code, has_formula = ("", False, False) if later else body_text(body)
     site = site_name(domain)
-    return Document(
+    doc = Document(
         id=f"stackexchange:{site}:{post_id}",
         source="stackexchange",
-        title=row.get("Title", ""),
+        title="" if later else row.get("Title", ""),
         text=text,
         created_at=created,
         url=f"https://{domain}/questions/{post_id}",
@@ -133,7 +141,14 @@ def question_document(row: Mapping[str, str], domain: str, last_answer: datetime
             "last_answer_at": _iso(last_answer),
             "last_activity_date": _iso(utc(row["LastActivityDate"])) if row.get("LastActivityDate") else None,
             "activity_at": activity.isoformat(),
-            "has_code": has_code,
-            "has_formula": has_formula,
         },
     )
+    if later:
+        return Deferred(doc, lambda title=row.get("Title", ""): _rest(title, body))
+    doc["meta"].update(has_code=has_code, has_formula=has_formula)
+    return doc
+
+
+def _rest(title: str, body: str) -> tuple[str, str, dict]:
+    text, has_code, has_formula = body_text(body)
+    return title, text, {"has_code": has_code, "has_formula": has_formula}

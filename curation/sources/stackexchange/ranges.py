@@ -15,6 +15,7 @@ No process ever holds a per-site map; the job's driver holds only object referen
 
 A line that is not a row (the XML declaration, DOCTYPE, <posts>) is skipped; a line that should be a row but does
 not parse, or a question row without its dates, becomes a quarantine document (reason `broken_row` / `bad_row`).
+Lines are parsed a few hundred at a time with the same result as one by one (rows.py).
 """
 from __future__ import annotations
 
@@ -23,13 +24,12 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from curation.document import Document, utc
+from curation.document import Deferred, Document, utc
 from curation.io import storage
 
 RANGE_BYTES = 64 << 20  # ~60k posts of a typical site: many tasks per site, each a few seconds
 MAX_PARTITIONS = 64
 STAGE = "parse"
-_STRUCTURE = (b"<?xml", b"<!DOCTYPE", b"<posts", b"</posts")
 _ANSWER = b'PostTypeId="2"'
 
 
@@ -53,28 +53,6 @@ def iter_lines(path: str, start: int, end: int, **opts: Any) -> Iterator[tuple[i
             pos += len(line)
 
 
-def _parser():
-    from lxml import etree
-
-    # Untrusted input: no DTD loading, no entity expansion, no network; huge_tree for very long bodies.
-    return etree.XMLParser(resolve_entities=False, load_dtd=False, no_network=True, huge_tree=True)
-
-
-def row_attributes(line: bytes, parser) -> dict[str, str] | None:
-    """A row line's attributes; None for the file's structure lines; raises ValueError for a broken row."""
-    from lxml import etree
-
-    s = line.strip().lstrip(b"\xef\xbb\xbf")
-    if not s or s.startswith(_STRUCTURE):
-        return None
-    if not s.startswith(b"<row"):
-        raise ValueError(f"not a <row> line: {s[:80]!r}")
-    try:
-        return dict(etree.fromstring(s, parser).attrib)
-    except etree.XMLSyntaxError as exc:
-        raise ValueError(f"broken XML: {exc}") from None
-
-
 # ---------------------------------------------------------------- the answers' aggregation
 
 def latest_per_question(pairs: np.ndarray) -> np.ndarray:
@@ -89,14 +67,13 @@ def latest_per_question(pairs: np.ndarray) -> np.ndarray:
 
 def scan_answers(shard: Mapping[str, Any], partitions: int) -> list[np.ndarray]:
     """One range's answers, reduced and split into `partitions` arrays by question id mod partitions."""
-    parser, qids, secs = _parser(), [], []
+    from curation.sources.stackexchange.rows import iter_rows
+
+    qids, secs = [], []
     start, end = shard["byte_range"]
-    for _, line in iter_lines(shard["path"], start, end, **storage.s3_options(shard)):
-        if _ANSWER not in line:
-            continue
-        try:
-            row = row_attributes(line, parser)
-        except ValueError:
+    lines = iter_lines(shard["path"], start, end, **storage.s3_options(shard))
+    for _, row, broken in iter_rows(item for item in lines if _ANSWER in item[1]):
+        if broken is not None:
             continue  # the question pass quarantines broken rows
         if row and row.get("PostTypeId") == "2" and row.get("ParentId") and row.get("CreationDate"):
             try:
@@ -119,11 +96,16 @@ class AnswerLookup:
 
     def __init__(self, partitions: Sequence[np.ndarray]):
         self.parts = list(partitions)
+        self._keys: dict[int, np.ndarray] = {}
 
     def get(self, question_id: int) -> datetime | None:
-        part = self.parts[question_id % len(self.parts)]
-        i = int(np.searchsorted(part[:, 0], question_id))
-        if i < len(part) and int(part[i, 0]) == question_id:
+        p = question_id % len(self.parts)
+        part = self.parts[p]
+        keys = self._keys.get(p)
+        if keys is None:  # int64 once: searching a uint32 column for a Python int casts the whole column per call
+            keys = self._keys[p] = part[:, 0].astype(np.int64)
+        i = int(keys.searchsorted(question_id))
+        if i < len(keys) and int(keys[i]) == question_id:
             return datetime.fromtimestamp(int(part[i, 1]), tz=timezone.utc)
         return None
 
@@ -148,24 +130,25 @@ def broken_dump_document(path: str, domain: str, detail: str) -> Document:
     return _quarantined(f"stackexchange:{site}:dump", "broken_dump", f"{path}: {detail}", site)
 
 
-def iter_range_documents(shard: Mapping[str, Any], answers: AnswerLookup) -> Iterator[Document]:
-    """The questions of one range (and a quarantine document per broken row), in file order."""
+def iter_range_documents(shard: Mapping[str, Any], answers: AnswerLookup,
+                         deferred: bool = False) -> Iterator[Document | Deferred]:
+    """The questions of one range (and a quarantine document per broken row), in file order; `deferred` as in
+    posts.question_document."""
     from curation.sources.stackexchange.posts import QUESTION, question_document, site_name
+    from curation.sources.stackexchange.rows import iter_rows
 
     domain = shard["site"]
     site = site_name(domain)
-    parser = _parser()
     start, end = shard["byte_range"]
-    for offset, line in iter_lines(shard["path"], start, end, **storage.s3_options(shard)):
-        try:
-            row = row_attributes(line, parser)
-        except ValueError as exc:
-            yield _quarantined(f"stackexchange:{site}:byte{offset}", "broken_row", f"byte {offset}: {exc}", site)
+    for offset, row, broken in iter_rows(iter_lines(shard["path"], start, end, **storage.s3_options(shard))):
+        if broken is not None:
+            yield _quarantined(f"stackexchange:{site}:byte{offset}", "broken_row", f"byte {offset}: {broken}", site)
             continue
         if row is None or row.get("PostTypeId") != QUESTION:
             continue
+        row = dict(row.items())  # the same dict as dict(row); lxml lists its attributes ~2x faster this way
         try:
-            yield question_document(row, domain, answers.get(int(row["Id"])))
+            yield question_document(row, domain, answers.get(int(row["Id"])), deferred)
         except (KeyError, ValueError) as exc:
             rid = row.get("Id") or f"byte{offset}"
             yield _quarantined(f"stackexchange:{site}:{rid}", "bad_row", f"{type(exc).__name__}: {exc}", site)

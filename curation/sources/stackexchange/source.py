@@ -38,11 +38,14 @@ import os
 import posixpath
 from typing import Any, Iterator, Mapping
 
-from curation.document import Document
+from curation.document import Deferred, Document
 from curation.io import storage
 from curation.sources.stackexchange.dump import iter_post_rows, open_posts
 from curation.sources.stackexchange.posts import latest_answer_times, question_document, QUESTION
 
+
+
+TEXT_ON_REQUEST = True  # iter_documents(..., deferred=True) yields Deferred questions (curation/sources/__init__.py)
 
 
 # ---------------------------------------------------------------- which files are sites
@@ -140,15 +143,16 @@ def _local_parent(path: str) -> str:
 
 # ---------------------------------------------------------------- one site, as the Source reads it
 
-def iter_site(path: str, domain: str | None = None, **opts: Any) -> Iterator[Document]:
-    """Every question of one site file, in file order."""
+def iter_site(path: str, domain: str | None = None, *, deferred: bool = False,
+              **opts: Any) -> Iterator[Document | Deferred]:
+    """Every question of one site file, in file order (`deferred`: posts.question_document)."""
     from curation.sources.stackexchange import ranges as se_ranges
 
     domain = site_domain(path, domain)
     if not path.lower().endswith(".7z"):  # a plain Posts.xml: line by line, so a broken row costs only itself
         whole = {**opts, "path": path, "site": domain, "byte_range": [0, storage.file_size(path, **opts)]}
         lookup = se_ranges.AnswerLookup([se_ranges.merge_answers(*se_ranges.scan_answers(whole, 1))])
-        yield from se_ranges.iter_range_documents(whole, lookup)
+        yield from se_ranges.iter_range_documents(whole, lookup, deferred)
         return
     try:  # the first pass reads the whole file: a truncated or corrupt dump fails here, before any document
         with open_posts(path, **opts) as stream:
@@ -159,12 +163,14 @@ def iter_site(path: str, domain: str | None = None, **opts: Any) -> Iterator[Doc
     with open_posts(path, **opts) as stream:
         for row in iter_post_rows(stream):
             if row.get("PostTypeId") == QUESTION:
-                yield question_document(row, domain, latest.get(int(row["Id"])))
+                yield question_document(row, domain, latest.get(int(row["Id"])), deferred)
 
 
-def iter_documents(source_cfg: Mapping[str, Any], aggregated=None) -> Iterator[Document]:
+def iter_documents(source_cfg: Mapping[str, Any], aggregated=None,
+                   deferred: bool = False) -> Iterator[Document | Deferred]:
     """Every question of the configured sites; for a range shard, the questions of its range, looking answers up
-    in `aggregated` (its site's partition arrays; computed here by scanning the whole file when not given)."""
+    in `aggregated` (its site's partition arrays; computed here by scanning the whole file when not given). With
+    `deferred`, questions come as Deferred documents (TEXT_ON_REQUEST, curation/sources/__init__.py)."""
     from curation.sources.stackexchange import ranges as se_ranges
 
     opts = storage.s3_options(source_cfg)
@@ -175,10 +181,10 @@ def iter_documents(source_cfg: Mapping[str, Any], aggregated=None) -> Iterator[D
         if aggregated is None:
             whole = {**source_cfg, "byte_range": [0, storage.file_size(source_cfg["path"], **opts)]}
             aggregated = [se_ranges.merge_answers(*se_ranges.scan_answers(whole, 1))]
-        yield from se_ranges.iter_range_documents(source_cfg, se_ranges.AnswerLookup(aggregated))
+        yield from se_ranges.iter_range_documents(source_cfg, se_ranges.AnswerLookup(aggregated), deferred)
         return
     for path in site_files(source_cfg["path"], **opts):
-        yield from iter_site(path, source_cfg.get("site"), **opts)
+        yield from iter_site(path, source_cfg.get("site"), deferred=deferred, **opts)
 
 
 def snapshot(source_cfg: Mapping[str, Any]) -> dict:

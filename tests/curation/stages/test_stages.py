@@ -32,6 +32,20 @@ def prose(seed: int, n: int) -> str:
 
 # ---------------------------------------------------------------- text helpers
 
+def test_word_count_counts_the_word_pattern_runs():
+    """word_count uses str.split(): the same count as the \\S+ words wherever str.isspace and re's \\s agree,
+    which is every code point."""
+    import re
+    import sys
+
+    space = re.compile(r"\s")
+    assert [c for c in range(sys.maxunicode + 1) if (space.match(chr(c)) is not None) != chr(c).isspace()] == []
+    rng = random.Random(5)
+    alphabet = " \t\n\r\x0b\x0c\x1c\x1f\x85\xa0\u1680\u2003\u200b\u2028\u3000\ufeffab\u00e9\u4e2d."
+    for text in ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 80))) for _ in range(2000)]:
+        assert word_count(text) == len(re.findall(r"\S+", text))
+
+
 def test_truncate_keeps_spacing_and_counts_words():
     text = "one two\nthree   four five"
     assert word_count(text) == 5
