@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import zlib
 from collections import Counter
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
