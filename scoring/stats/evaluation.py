@@ -83,9 +83,14 @@ def compute_metrics(scores: pa.Table, methods: Sequence[Method], *, seed: int = 
     labels_all = scores.column("label").to_numpy().astype(np.int64)
     s_all = [scores.column(m.column).to_numpy().astype(np.float64) for m in methods]
     groups = list(bucket_groups(scores))
-    # one shared bootstrap per bucket for every method (scoring/stats/metrics.summarize_many)
-    summaries = [summarize_many(labels_all[mask], [s[mask] for s in s_all], n_bootstrap=n_bootstrap, seed=seed)
-                 for _, mask in groups]
+    # one shared bootstrap per bucket for every method (scoring/stats/metrics.summarize_many); a bucket that holds
+    # every evaluated row (a benchmark of one length) has the same inputs and seed as "all", so the same result
+    summaries, seen = [], {}
+    for _, mask in groups:
+        key = mask.tobytes()
+        if key not in seen:
+            seen[key] = summarize_many(labels_all[mask], [s[mask] for s in s_all], n_bootstrap=n_bootstrap, seed=seed)
+        summaries.append(seen[key])
     records = []
     for k, m in enumerate(methods):
         for g, (bucket, mask) in enumerate(groups):
