@@ -90,7 +90,8 @@ def run_pool(work, *, rewriter: str, rate: float, seed: int, wordnet_dir: str | 
     import ray
 
     from jobs.plane.retry_policy import SCORER_MAX_RESTARTS, SCORER_MAX_TASK_RETRIES, STALL_TIMEOUT_S
-    from jobs.plane.scoring_pool import cluster_cpus, part_items
+    from jobs.plane.pool_sizing import cluster_cpus
+    from jobs.plane.scoring_pool import part_items
     from jobs.plane.watch import capacity_line, watch
 
     ray.data.DataContext.get_current().enable_progress_bars = progress

@@ -43,7 +43,7 @@ class Isolator:
     def __init__(self, spec: ScoringSpec, cpus: float, stall_timeout_s: float = STALL_TIMEOUT_S):
         import ray
 
-        from jobs.plane.scoring_pool import scorer_resources
+        from jobs.plane.pool_sizing import scorer_resources
 
         num_cpus, threads = scorer_resources(spec, cpus)
         actor_cls = ray.remote(RowScorer).options(num_cpus=num_cpus, num_gpus=spec.gpus_per_actor or None,

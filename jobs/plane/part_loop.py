@@ -25,8 +25,9 @@ from jobs.plane.part_store import PartStore
 from jobs.plane.survey import (context_pool, labelled_prefix_texts, prefix_text as read_prefix, run_survey,
                                survey_json)
 from jobs.plane.watch import StalledPool, replanning
-from jobs.plane.scoring_pool import (PartFinisher, PrepareParts, ScoringSpec, benchmark_stages, cluster_cpus,
-                                     cluster_memory, from_ipc, part_items, pool_actors, run_pipeline)
+from jobs.plane.pool_sizing import cluster_cpus, cluster_memory, pool_actors
+from jobs.plane.scoring_pool import (PartFinisher, PrepareParts, ScoringSpec, benchmark_stages, from_ipc, part_items,
+                                     run_pipeline)
 from curation.io.outputs import Location, new_run_id
 from scoring.lm.views import labelled_prefix_view, parse_labelled_prefix_view
 from scoring.api.client import ApiFatal, api_fatal_reason

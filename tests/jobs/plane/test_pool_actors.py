@@ -1,5 +1,6 @@
 """How many scorer actors a pool starts when the job leaves it to the pool (`--actors 0`, the default)."""
-from jobs.plane.scoring_pool import ModelBranch, ScoringSpec, pool_actors, weights_bytes
+from jobs.plane.pool_sizing import pool_actors, weights_bytes
+from jobs.plane.scoring_pool import ModelBranch, ScoringSpec
 
 GIB = 1 << 30
 
