@@ -96,41 +96,38 @@ def _copies(idx: np.ndarray, n: int) -> np.ndarray:
 
 
 def _sorted_setup(y: np.ndarray, s: np.ndarray) -> dict:
-    """What every resample's AUC needs of one score array: its sort order, the members in that order and, with
-    ties, the first index of each distinct score; without ties, the member and non-member columns in score order
-    and how many non-members sit below each member."""
+    """What every resample's AUC needs of one score array: the member and non-member columns in score order, how
+    many non-members score strictly below each member (`below`) and, with ties, how many up to its score
+    (`upto`)."""
     order = np.argsort(s, kind="mergesort")
-    s_sorted, pos = s[order], y[order].astype(np.float64)
-    starts = np.flatnonzero(np.r_[True, s_sorted[1:] != s_sorted[:-1]])  # first index of each distinct score
-    if starts.size < y.size:
-        return {"order": order, "pos": pos, "starts": starts}
-    member_at = np.flatnonzero(pos)
-    return {"members": order[member_at], "others": order[pos == 0],
-            "others_below": member_at - np.arange(member_at.size)}  # non-members before each member in score order
+    s_sorted, pos = s[order], y[order] != 0
+    first = np.r_[True, s_sorted[1:] != s_sorted[:-1]]  # the first of each distinct score
+    member_at, other_at = np.flatnonzero(pos), np.flatnonzero(~pos)
+    setup = {"members": order[member_at], "others": order[other_at]}
+    if first.all():
+        setup["below"] = member_at - np.arange(member_at.size)  # non-members before each member in score order
+        return setup
+    group = np.cumsum(first) - 1  # the distinct score's rank, per sorted position
+    setup["below"] = np.searchsorted(group[other_at], group[member_at], "left")
+    setup["upto"] = np.searchsorted(group[other_at], group[member_at], "right")
+    return setup
 
 
 def _aucs_from_counts(counts: np.ndarray, setup: dict) -> np.ndarray:
-    """The Mann–Whitney AUC of each resample from its copies of each example (`counts`, [resamples, examples]).
-
-    Without ties, a member's term is its copies times the non-member copies below it: two gathers and one cumsum
-    over half the columns each. With ties, member / non-member weights are summed per distinct score and a tie
-    counts one half. Both count whole numbers exactly (far below 2^53), so they are equal to each other's and to
-    the float64 sums this replaced, bit for bit."""
-    if "members" in setup:
-        c1, c0 = counts[:, setup["members"]], counts[:, setup["others"]]
-        below = np.concatenate([np.zeros((counts.shape[0], 1), dtype=c0.dtype), np.cumsum(c0, axis=1)], axis=1)
-        num = (c1 * below[:, setup["others_below"]]).sum(1)
-        n1, n0 = c1.sum(1), below[:, -1]
-        ok = (n1 > 0) & (n0 > 0)
-        return num[ok] / (n1 * n0)[ok]
-    counts = counts[:, setup["order"]].astype(np.float64)
-    pos, starts = setup["pos"], setup["starts"]
-    w1, w0 = counts * pos, counts * (1.0 - pos)
-    w1, w0 = np.add.reduceat(w1, starts, axis=1), np.add.reduceat(w0, starts, axis=1)  # weight per distinct score
-    below = np.cumsum(w0, axis=1) - w0  # non-member weight strictly below each distinct score
-    n1, n0 = w1.sum(1), w0.sum(1)
+    """The Mann–Whitney AUC of each resample from its copies of each example (`counts`, [resamples, examples]): a
+    member's term is its copies times the non-member copies below it, and half those tied with it. Two gathers and
+    one cumsum over half the columns each, in integers: the sums are whole or half numbers far below 2^53, so the
+    result equals the float64 per-distinct-score sums this replaced, bit for bit."""
+    c1, c0 = counts[:, setup["members"]], counts[:, setup["others"]]
+    cum0 = np.concatenate([np.zeros((counts.shape[0], 1), dtype=c0.dtype), np.cumsum(c0, axis=1)], axis=1)
+    below = cum0[:, setup["below"]]
+    if "upto" in setup:  # ties: 2 x (below + tied / 2), summed in integers, halved once
+        num = (c1 * (below + cum0[:, setup["upto"]])).sum(1) * 0.5
+    else:
+        num = (c1 * below).sum(1)
+    n1, n0 = c1.sum(1), cum0[:, -1]
     ok = (n1 > 0) & (n0 > 0)
-    return ((w1 * (below + 0.5 * w0)).sum(1)[ok]) / (n1 * n0)[ok]
+    return num[ok] / (n1 * n0)[ok]
 
 
 def resampled_aucs(y: np.ndarray, s: np.ndarray, idx: np.ndarray, block: int | None = None) -> np.ndarray:
