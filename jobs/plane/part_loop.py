@@ -191,10 +191,11 @@ def _isolate(spec: ScoringSpec, left, finish: dict, prefix_ids, commit, stats: d
     """Parts a failed pipeline did not commit, one at a time, rows isolated (jobs/plane/isolation.py)."""
     from jobs.plane.isolation import Isolator
 
-    spec = pool_actors(spec, cluster_cpus(), cluster_memory())  # the pipeline's actors and threads
+    cpus = cluster_cpus()
+    spec = pool_actors(spec, cpus, cluster_memory())  # the pipeline's actors and threads
     prepare = PrepareParts(spec, prefix_ids)
     finisher = PartFinisher(spec, **finish)
-    isolator = Isolator(spec, cluster_cpus(), spec.stall_timeout_s)
+    isolator = Isolator(spec, cpus, spec.stall_timeout_s)
     try:
         for part, drops in left:
             t0 = time.perf_counter()
