@@ -78,7 +78,7 @@ def bench_host_side(model_dir: str, texts: Sequence[str]) -> dict:
     scored = scorer.score(enc["input_ids"])
     scorer.score = lambda token_ids, first_predicted=None: scored  # conversion only
     task = object.__new__(ScoreTask)  # the real __call__, without loading a model again
-    task.scorer, task.rows_seen, task.hooks = scorer, 0, {}
+    task.scorer, task.rows_seen, task.hooks, task.neighbours, task.grads = scorer, 0, {}, None, None
     n = len(texts)
     table = pa.table({"id": [str(i) for i in range(n)], "view": ["original"] * n, "text": texts,
                       "token_ids": enc["input_ids"], "offsets": [[a for a, _ in o] for o in enc["offset_mapping"]],
@@ -95,12 +95,14 @@ def bench_host_side(model_dir: str, texts: Sequence[str]) -> dict:
 
 def bench_e2e(model_dir: str, benchmark: Path, texts: Sequence[str], work: Path, *,
               log: Callable[[str], None] = print) -> dict:
+    """The loops, then `evaluate` with the default runner (auto: in this process for an input this small,
+    jobs/plane/local_plane.py) and with `--runner ray` (Ray started by the job, shut down after), then the loop
+    again; then the same as a user runs them: `tidemark evaluate` and the loop as fresh processes, imports and
+    all. The headline ratio is the default runner's, in-process, against the faster in-process loop."""
     import torch
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import ray
-
-    from jobs.commands.evaluate import EvaluateConfig, run_evaluate
 
     if ray.is_initialized():
         ray.shutdown()
@@ -111,17 +113,12 @@ def bench_e2e(model_dir: str, benchmark: Path, texts: Sequence[str], work: Path,
     log(f"  e2e: bare Tidemark scorer {scorer['total_s']:.1f} s")
     loop = bare_loop(model_dir, texts)
     log(f"  e2e: bare batch-1 loop {loop['total_s']:.1f} s for {len(texts)} texts ({loop['tokens']} tokens)")
-    cfg = EvaluateConfig(benchmark=str(benchmark), model=model_dir, out=str(work / "evaluate"),
-                         methods=",".join(SINGLE_PASS), progress=False)
-    if hasattr(cfg, "resume"):
-        cfg.resume = False  # a benchmark must score, never reuse a finished output
-    t0 = time.perf_counter()
-    result = run_evaluate(cfg)
-    t_eval = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    ray.shutdown()
-    t_shutdown = time.perf_counter() - t0
-    log(f"  e2e: tidemark evaluate {t_eval:.1f} s (Ray start-up included; shutdown {t_shutdown:.1f} s more)")
+    runs = {}
+    for runner in ("auto", "ray"):
+        runs[runner] = _evaluate_once(model_dir, benchmark, work / f"evaluate_{runner}", runner)
+        log(f"  e2e: tidemark evaluate --runner {runner} ({runs[runner]['runner']}) {runs[runner]['seconds']:.1f} s"
+            + (f" (Ray start-up included; shutdown {runs[runner]['ray_shutdown_s']:.1f} s more)"
+               if runs[runner]["runner"] == "ray" else ""))
     # This VM's speed drifts by tens of percent over minutes, so the loop runs again after evaluate and the
     # ratio uses the faster of its two runs: conservative (the larger ratio), and robust to a slow spell.
     again = bare_loop(model_dir, texts)
@@ -130,22 +127,77 @@ def bench_e2e(model_dir: str, benchmark: Path, texts: Sequence[str], work: Path,
     if again["total_s"] < loop["total_s"]:
         loop = again
     loop = dict(loop, runs_s=loop_runs)
+    cli = _as_a_user_runs_them(model_dir, benchmark, work)
+    log(f"  e2e: as processes: loop {cli['bare_loop_s']:.1f} s, `tidemark evaluate` {cli['evaluate_auto_s']:.1f} s "
+        f"(auto), {cli['evaluate_ray_s']:.1f} s (--runner ray)")
     try:
         host = bench_host_side(model_dir, texts)
         log(f"  e2e: one core tokenises {host['tokenize_tokens_per_s_one_core']:,.0f} tokens/s and converts "
             f"{host['score_task_conversion_tokens_per_s_one_core']:,.0f} scored tokens/s to Arrow")
     except Exception as exc:  # noqa: BLE001 - a side measurement; ScoreTask's internals may change
         host = {"error": f"{type(exc).__name__}: {exc}"}
-    rows = result["counts"]["scored"]
+    t_eval, t_ray = runs["auto"]["seconds"], runs["ray"]["seconds"]
     return {
         "texts": len(texts), "tokens": loop["tokens"], "mean_tokens_per_text": round(loop["tokens"] / len(texts), 1),
-        "methods": list(SINGLE_PASS), "evaluate": {
-            "seconds": round(t_eval, 3), "ray_shutdown_s": round(t_shutdown, 3), "rows_scored": rows,
-            "rows_per_s": round(rows / t_eval, 2), "counts": result["counts"],
-            "internal_seconds": result["seconds"], "phases_s": result.get("phases_s"),
-            "config": {"actors": cfg.actors, "batch_size": cfg.batch_size, "n_bootstrap": cfg.n_bootstrap}},
-        "bare_loop_b1": loop, "bare_scorer": scorer, "host_side": host,
+        "methods": list(SINGLE_PASS), "evaluate": runs["auto"], "evaluate_ray": runs["ray"],
+        "bare_loop_b1": loop, "bare_scorer": scorer, "host_side": host, "as_processes": cli,
         "ratio_evaluate_vs_bare_loop": round(t_eval / loop["total_s"], 3),
         "ratio_evaluate_vs_bare_scorer": round(t_eval / scorer["total_s"], 3),
+        "ratio_evaluate_ray_vs_bare_loop": round(t_ray / loop["total_s"], 3),
+        "ratio_as_processes": round(cli["evaluate_auto_s"] / cli["bare_loop_s"], 3),
+        "ratio_as_processes_ray": round(cli["evaluate_ray_s"] / cli["bare_loop_s"], 3),
         "target_ratio_evaluate_vs_bare_loop": 2.5,
     }
+
+
+def _evaluate_once(model_dir: str, benchmark: Path, out: Path, runner: str) -> dict:
+    import ray
+
+    from jobs.commands.evaluate import EvaluateConfig, run_evaluate
+
+    cfg = EvaluateConfig(benchmark=str(benchmark), model=model_dir, out=str(out), methods=",".join(SINGLE_PASS),
+                         progress=False, resume=False, runner=runner)  # a benchmark scores, never reuses
+    t0 = time.perf_counter()
+    result = run_evaluate(cfg)
+    t_eval = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    used = "ray" if ray.is_initialized() else "local"
+    ray.shutdown()
+    rows = result["counts"]["scored"]
+    return {"runner": used, "seconds": round(t_eval, 3), "ray_shutdown_s": round(time.perf_counter() - t0, 3),
+            "rows_scored": rows, "rows_per_s": round(rows / t_eval, 2), "counts": result["counts"],
+            "internal_seconds": result["seconds"], "phases_s": result.get("phases_s"),
+            "config": {"actors": cfg.actors, "batch_size": cfg.batch_size, "n_bootstrap": cfg.n_bootstrap}}
+
+
+LOOP_SCRIPT = """
+import json, sys, time
+t0 = time.perf_counter()
+from bench.e2e_bench import bare_loop
+texts = [json.loads(line)["input"] for line in open(sys.argv[1])]
+bare_loop(sys.argv[2], texts)
+print(time.perf_counter() - t0)
+"""
+
+
+def _as_a_user_runs_them(model_dir: str, benchmark: Path, work: Path) -> dict:
+    """Wall seconds of fresh processes: the batch-1 loop as a script (its imports included) and `tidemark evaluate`
+    through the CLI with each runner, on the same machine, one after the other."""
+    import subprocess
+    import sys
+
+    root = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONPATH=root)
+
+    def timed(cmd: list[str]) -> float:
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, cwd=root, env=env, capture_output=True)
+        return round(time.perf_counter() - t0, 3)
+
+    out = {"bare_loop_s": timed([sys.executable, "-c", LOOP_SCRIPT, str(benchmark), model_dir])}
+    for runner in ("auto", "ray"):
+        out[f"evaluate_{runner}_s"] = timed(
+            [sys.executable, "-m", "jobs.cli", "evaluate", "--benchmark", str(benchmark), "--model", model_dir,
+             "--out", str(work / f"cli_{runner}"), "--methods", ",".join(SINGLE_PASS), "--quiet", "--no-resume",
+             "--runner", runner])
+    return out

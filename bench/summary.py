@@ -91,8 +91,11 @@ def render_summary(results: dict, errors: dict, total: float, args) -> str:
                   f"{e['texts']} passages, {e['tokens']:,} tokens (mean {e['mean_tokens_per_text']}), "
                   f"{len(e['methods'])} detectors.", "",
                   "| | seconds | rows/s |", "|---|---|---|",
-                  f"| `tidemark evaluate` (Ray start-up included) | {e['evaluate']['seconds']:.1f} | "
-                  f"{e['evaluate']['rows_per_s']:.1f} |",
+                  f"| `tidemark evaluate`, default runner ({e['evaluate'].get('runner', 'ray')}) | "
+                  f"{e['evaluate']['seconds']:.1f} | {e['evaluate']['rows_per_s']:.1f} |",
+                  *([f"| `tidemark evaluate --runner ray` (Ray start-up included) | "
+                     f"{e['evaluate_ray']['seconds']:.1f} | {e['evaluate_ray']['rows_per_s']:.1f} |"]
+                    if "evaluate_ray" in e else []),
                   f"| bare batch-1 loop (load + loop; faster of the runs before and after evaluate: "
                   f"{' s, '.join(f'{x:.1f}' for x in e['bare_loop_b1'].get('runs_s', []))} s) | "
                   f"{e['bare_loop_b1']['total_s']:.1f} | "
@@ -100,7 +103,14 @@ def render_summary(results: dict, errors: dict, total: float, args) -> str:
                   f"| bare Tidemark scorer, no Ray | {e['bare_scorer']['total_s']:.1f} | "
                   f"{e['texts'] / e['bare_scorer']['total_s']:.1f} |", "",
                   f"Ratio evaluate / bare loop: **{e['ratio_evaluate_vs_bare_loop']:.2f}×** (target ≤ 2.5×); "
-                  f"evaluate / bare scorer: {e['ratio_evaluate_vs_bare_scorer']:.2f}×.", ""]
+                  f"evaluate / bare scorer: {e['ratio_evaluate_vs_bare_scorer']:.2f}×"
+                  + (f"; `--runner ray` / bare loop: {e['ratio_evaluate_ray_vs_bare_loop']:.2f}×"
+                     if "ratio_evaluate_ray_vs_bare_loop" in e else "") + ".", ""]
+        if "as_processes" in e:
+            p = e["as_processes"]
+            lines += [f"As fresh processes (imports included): the loop script {p['bare_loop_s']:.1f} s, "
+                      f"`tidemark evaluate` {p['evaluate_auto_s']:.1f} s ({e['ratio_as_processes']:.2f}×), with "
+                      f"`--runner ray` {p['evaluate_ray_s']:.1f} s ({e['ratio_as_processes_ray']:.2f}×).", ""]
         if e["evaluate"].get("phases_s"):
             lines += ["Where `evaluate`'s time went (`run.json: phases_s`; the blind baseline runs in a helper process "
                       "during scoring, so its row is only the wait for it):", "",

@@ -34,7 +34,8 @@ def register(app: typer.Typer) -> None:
                    f"{known['train']['steps']} steps, loss {known['train']['final_loss']:.2f})")
         typer.echo(f"[2/{steps}] tidemark evaluate on local Ray ...")
         res = run_evaluate(EvaluateConfig(benchmark=known["benchmark"], model=known["model"],
-                                          out=str(out_dir / "evaluate"), methods=methods, seed=seed))
+                                          out=str(out_dir / "evaluate"), methods=methods, seed=seed,
+                                          runner="ray"))  # the demo shows the Ray job, small as its input is
         (out_dir / "study.json").write_text(json.dumps(known, indent=2, default=str))
         typer.echo(Path(res["report"]).read_text())
         typer.echo(f"report: {res['report']}")

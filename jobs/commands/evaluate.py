@@ -1,6 +1,6 @@
 """`tidemark evaluate`: read a benchmark → tokenise views (CPU actors) → score (model actor pool, GPU when asked)
 → detectors → metrics, plots and report. The pipeline is Ray Data; everything it runs is Ray-free code in
-scoring/.
+scoring/, so a small input runs the same stages in this process instead (`--runner`, jobs/plane/local_plane.py).
 """
 from __future__ import annotations
 
@@ -59,6 +59,11 @@ class EvaluateConfig(GenerationFields, ServedFields):
         "metrics.json) or a benchmark (then evaluated first into OUT/original/ with the same model and settings). "
         "For a paraphrased benchmark (`tidemark paraphrase`): report.md gets a table with the change, and "
         "compare_auc.png")
+    runner: str = option("auto", "where the scoring runs: ray (Ray Data actor pools on RAY_ADDRESS's cluster or a "
+                         "local Ray runtime), local (this process alone, no Ray: the same stages and part files; a "
+                         "row that crashes the process ends the job, its committed parts kept), or auto: local for "
+                         "a local input of at most 8 MiB when no cluster is named or running, else ray "
+                         "(docs/scaling.md)")
     extra: dict = field(default_factory=dict)
 
 
@@ -128,6 +133,9 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     from jobs.plane.part_loop import score_benchmark
     from jobs.plane.part_store import read_parts
     from jobs.kit.runtime import start_driver
+    from jobs.plane.driver_memory import return_freed_memory
+    from jobs.plane.local_plane import choose_runner, local_input_bytes, local_plane
+    from jobs.plane.tasks import hooks_from_env
     from jobs.kit.redact import redact
     from jobs.kit.served_model import run_record
     from jobs.kit.evaluation_files import save_token_freq, write_outputs
@@ -171,8 +179,14 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     ref_freq = None
     if "token_freq" in needs and cfg.ref_corpus:
         ref_freq = token_freq_from_corpus(cfg.tokenizer_path, cfg.ref_corpus)
-    start_driver()
-    phases.lap("Ray start-up (or connect)")
+    runner, why = choose_runner(cfg.runner, None if cfg.requester_pays else local_input_bytes(cfg.benchmark),
+                                hooks=hooks_from_env(), actors=cfg.actors, gpus_per_actor=cfg.gpus_per_actor)
+    log(f"runner: {runner} ({why})")
+    if runner == "ray":
+        start_driver()
+        phases.lap("Ray start-up (or connect)")
+    else:
+        return_freed_memory()
     blind: dict = {}
 
     def start_blind(prefix_ids):  # the blind baseline needs no model: a low-priority process reads a sample
@@ -188,17 +202,20 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
                                  "token_freq": freq, "plane": 2})
 
     try:
-        run = score_benchmark(
-            benchmark=str(cfg.benchmark), requester_pays=cfg.requester_pays, rows_per_part=cfg.shard_size, dest=dest,
-            spec_for=lambda text: evaluate_spec(cfg, views, text, served), methods=methods, seed=cfg.seed,
-            prefix_shots=cfg.recall_shots if PREFIXED in views else 0,
-            count_tokens_of=cfg.tokenizer_path if "token_freq" in needs else None, token_freq=ref_freq,
-            fingerprint_for=fingerprint, resume=cfg.resume, progress=cfg.progress, on_planned=start_blind)
+        with local_plane(runner == "local"):
+            run = score_benchmark(
+                benchmark=str(cfg.benchmark), requester_pays=cfg.requester_pays, rows_per_part=cfg.shard_size,
+                dest=dest,
+                spec_for=lambda text: evaluate_spec(cfg, views, text, served), methods=methods, seed=cfg.seed,
+                prefix_shots=cfg.recall_shots if PREFIXED in views else 0,
+                count_tokens_of=cfg.tokenizer_path if "token_freq" in needs else None, token_freq=ref_freq,
+                fingerprint_for=fingerprint, resume=cfg.resume, progress=cfg.progress, on_planned=start_blind)
     except BaseException:
         if "job" in blind:
             blind["job"].close()  # stop the helper now rather than wait for it at exit
         raise
-    phases.lap("survey, score, detect and write (workers)")
+    phases.lap("survey, score, detect and write (workers)" if runner == "ray" else
+               "survey, score, detect and write (local runner)")
     ledger = run.ledger
     counts = {"in": ledger.rows_in, "scored": ledger.rows_out, "quarantined": ledger.quarantined,
               "recall_prefix": len(run.prefix_ids)}
@@ -230,7 +247,8 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
                        "recall_prefix_ids": sorted(run.recall_prefix_ids),
                        "seconds": round(time.perf_counter() - t0, 2),
                        "con_recall_prefix_ids": run.labelled_prefix_ids or None,
-                       "parts": run.stats, "survey": run.survey, "fingerprint": job_fp,
+                       "parts": run.stats, "survey": run.survey, "runner": {"used": runner, "why": why},
+                       "fingerprint": job_fp,
                        "blind_baseline": blind_res["source"] if blind_res else None,
                        "blind_baseline_sample": (blind_res or {}).get("sample"), "phases_s": phases.laps,
                        "served_model": run_record(served, run.stats.get("api")),

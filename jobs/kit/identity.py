@@ -79,7 +79,7 @@ def scoring_fingerprint(cfg, views: Sequence[str], prefix_text: str | None) -> s
     return json_digest(facts)
 
 
-JOB_FIELDS_IGNORED = ("out", "actors", "progress", "resume", "shard_size", "extra", "requester_pays",
+JOB_FIELDS_IGNORED = ("out", "actors", "progress", "resume", "shard_size", "extra", "requester_pays", "runner",
                       "api_base", "api_concurrency", "api_rps", "api_max_retries", "api_timeout")  # where and how fast, not what
 
 

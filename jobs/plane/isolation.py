@@ -36,7 +36,76 @@ class RowScorer:
         return pa.concat_tables([score(tokenize(table)) for tokenize, score in self.branches])
 
 
-class Isolator:
+class RowIsolation:
+    """The isolation rule, whatever runs the rows: a part's rows in batches; a batch that fails is retried row by
+    row; a row that fails ROW_ATTEMPTS times on its own is marked `worker_failed`; rows failing alone one after
+    another with nothing scored between fail the job. Subclasses say how a batch runs (`_submit`, `_result`)."""
+
+    model: str
+    single_failures_in_a_row: int = 0
+    batch_failures: int = 0
+
+    def _submit(self, k: int, table: pa.Table):
+        raise NotImplementedError
+
+    def _result(self, handle) -> pa.Table:
+        raise NotImplementedError
+
+    def _before_row(self, k: int) -> None:
+        """Called before each single-row attempt (Ray: wait until the actor is up again)."""
+
+    def close(self) -> None:
+        pass
+
+    def score_rows(self, rows: pa.Table) -> pa.Table:
+        from jobs.plane.tasks import SCORED_SCHEMA
+        from jobs.plane.watch import StalledPool
+
+        texts = rows.select(["id", "input"])
+        batches = [texts.slice(i, ISOLATION_BATCH) for i in range(0, texts.num_rows, ISOLATION_BATCH)]
+        handles = [(b, self._submit(k, b)) for k, b in enumerate(batches)]
+        tables, retry = [], []
+        for b, handle in handles:
+            try:
+                tables.append(self._result(handle))
+                self.single_failures_in_a_row = 0
+            except StalledPool:
+                raise
+            except Exception:  # noqa: BLE001 - a crash somewhere in the batch: find the row
+                self.batch_failures += 1
+                retry.extend(b.slice(i, 1) for i in range(b.num_rows))
+        for k, one in enumerate(retry):
+            tables.append(self._one(k, one))
+        tables = [t.select(SCORED_SCHEMA.names).cast(SCORED_SCHEMA) for t in tables]
+        return pa.concat_tables(tables) if tables else SCORED_SCHEMA.empty_table()
+
+    def _one(self, k: int, one: pa.Table) -> pa.Table:
+        from jobs.plane.watch import StalledPool
+        from scoring.api.client import ApiFatal, api_fatal_reason
+
+        error = None
+        for _ in range(ROW_ATTEMPTS):
+            self._before_row(k)  # a failure after this is the row's, not a restart still under way
+            try:
+                out = self._result(self._submit(k, one))
+                self.single_failures_in_a_row = 0
+                return out
+            except StalledPool:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                if api_fatal_reason(exc):  # the served model, not this row
+                    raise ApiFatal(api_fatal_reason(exc)) from None
+                error = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
+        self.single_failures_in_a_row += 1
+        if self.single_failures_in_a_row > MAX_SINGLE_FAILURES_IN_A_ROW:
+            raise RuntimeError(f"{self.single_failures_in_a_row} different rows failed one by one with nothing "
+                               f"scored in between; last: {error}")
+        rid = one.column("id")[0].as_py()
+        log(f"quarantining row {rid!r}: it failed {ROW_ATTEMPTS} times on its own ({error[:200]})")
+        return crash_rows([rid], self.model, error)
+
+
+class Isolator(RowIsolation):
     """Up to `spec.actors` RowScorer actors, keeping those the alive cluster can start (a lost node's share of the
     pool would wait for resources forever); every wait is bounded by the stall timeout."""
 
@@ -53,8 +122,6 @@ class Isolator:
         self.actors = _startable([actor_cls.remote(spec, threads) for _ in range(max(1, spec.actors))],
                                  stall_timeout_s, {"CPU": num_cpus, "GPU": spec.gpus_per_actor})
         self.model = spec.branches[0].model
-        self.single_failures_in_a_row = 0
-        self.batch_failures = 0
 
     def close(self) -> None:
         import ray
@@ -62,58 +129,38 @@ class Isolator:
         for a in self.actors:
             ray.kill(a)
 
-    def score_rows(self, rows: pa.Table) -> pa.Table:
+    def _submit(self, k: int, table: pa.Table):
+        return self.actors[k % len(self.actors)].__call__.remote(table)
+
+    def _result(self, handle) -> pa.Table:
         import ray
         from ray.exceptions import GetTimeoutError
 
-        from jobs.plane.tasks import SCORED_SCHEMA
+        try:
+            return ray.get(handle, timeout=self.timeout)
+        except GetTimeoutError:
+            raise _stalled(self.timeout) from None
 
-        texts = rows.select(["id", "input"])
-        batches = [texts.slice(i, ISOLATION_BATCH) for i in range(0, texts.num_rows, ISOLATION_BATCH)]
-        refs = [(b, self.actors[k % len(self.actors)].__call__.remote(b)) for k, b in enumerate(batches)]
-        tables, retry = [], []
-        for b, ref in refs:
-            try:
-                tables.append(ray.get(ref, timeout=self.timeout))
-                self.single_failures_in_a_row = 0
-            except GetTimeoutError:
-                raise _stalled(self.timeout) from None
-            except Exception:  # noqa: BLE001 - a crash somewhere in the batch: find the row
-                self.batch_failures += 1
-                retry.extend(b.slice(i, 1) for i in range(b.num_rows))
-        for k, one in enumerate(retry):
-            tables.append(self._one(k, one))
-        tables = [t.select(SCORED_SCHEMA.names).cast(SCORED_SCHEMA) for t in tables]
-        return pa.concat_tables(tables) if tables else SCORED_SCHEMA.empty_table()
+    def _before_row(self, k: int) -> None:
+        _wait_ready(self.actors[k % len(self.actors)], self.timeout)
 
-    def _one(self, k: int, one: pa.Table) -> pa.Table:
-        import ray
-        from ray.exceptions import GetTimeoutError
 
-        error = None
-        for _ in range(ROW_ATTEMPTS):
-            actor = self.actors[k % len(self.actors)]
-            _wait_ready(actor, self.timeout)  # a failure after this is the row's, not a restart still under way
-            try:
-                out = ray.get(actor.__call__.remote(one), timeout=self.timeout)
-                self.single_failures_in_a_row = 0
-                return out
-            except GetTimeoutError:
-                raise _stalled(self.timeout) from None
-            except Exception as exc:  # noqa: BLE001
-                from scoring.api.client import api_fatal_reason
-                from scoring.api.client import ApiFatal
+class LocalIsolator(RowIsolation):
+    """The same rule in this process (jobs/plane/local_plane.py): one RowScorer, called directly. A row that raises
+    is found and quarantined as on Ray; one that kills the process ends the job (committed parts are kept)."""
 
-                if api_fatal_reason(exc):  # the served model, not this row
-                    raise ApiFatal(api_fatal_reason(exc)) from None
-                error = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
-        self.single_failures_in_a_row += 1
-        if self.single_failures_in_a_row > MAX_SINGLE_FAILURES_IN_A_ROW:
-            raise RuntimeError(f"{self.single_failures_in_a_row} different rows failed one by one with nothing "
-                               f"scored in between; last: {error}")
-        rid = one.column("id")[0].as_py()
-        log(f"quarantining row {rid!r}: it failed {ROW_ATTEMPTS} times on its own ({error[:200]})")
-        return crash_rows([rid], self.model, error)
+    def __init__(self, spec: ScoringSpec, threads: int | None):
+        from jobs.plane.local_plane import torch_threads_restorer
+
+        self.close = torch_threads_restorer()  # the scorer sets torch's threads for this job only
+        self.scorer = RowScorer(spec, threads)
+        self.model = spec.branches[0].model
+
+    def _submit(self, k: int, table: pa.Table):
+        return table  # run when its result is asked for, so that a failure is caught where Ray's would be
+
+    def _result(self, handle) -> pa.Table:
+        return self.scorer(handle)
 
 
 def crash_rows(ids, model: str, error: str) -> pa.Table:

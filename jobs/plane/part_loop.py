@@ -189,13 +189,18 @@ def add_api_stats(stats: dict, summary: dict) -> None:
 
 def _isolate(spec: ScoringSpec, left, finish: dict, prefix_ids, commit, stats: dict) -> None:
     """Parts a failed pipeline did not commit, one at a time, rows isolated (jobs/plane/isolation.py)."""
-    from jobs.plane.isolation import Isolator
+    from jobs.plane.isolation import Isolator, LocalIsolator
+    from jobs.plane.local_plane import is_local, local_pool
 
-    cpus = cluster_cpus()
-    spec = pool_actors(spec, cpus, cluster_memory())  # the pipeline's actors and threads
+    if is_local():
+        spec, threads = local_pool(spec)
+        isolator = LocalIsolator(spec, threads)
+    else:
+        cpus = cluster_cpus()
+        spec = pool_actors(spec, cpus, cluster_memory())  # the pipeline's actors and threads
+        isolator = Isolator(spec, cpus, spec.stall_timeout_s)
     prepare = PrepareParts(spec, prefix_ids)
     finisher = PartFinisher(spec, **finish)
-    isolator = Isolator(spec, cpus, spec.stall_timeout_s)
     try:
         for part, drops in left:
             t0 = time.perf_counter()
