@@ -10,7 +10,8 @@ Thread activity needs the latest answer per question, and answers may sit anywhe
      latest per question and split into P partitions by question id mod P;
   2. reduce (per partition, parallel): the ranges' pieces of one partition → one array sorted by question id;
   3. parse (per range, parallel): question rows → documents, each looking its question id up in partition
-     id mod P (a binary search in a sorted uint32 array, shared read-only through Ray's object store).
+     id mod P (a binary search in a sorted uint32 array, shared read-only through Ray's object store). A row that
+     certainly parses and is no question is not parsed again here (rows.settled_non_question).
 No process ever holds a per-site map; the job's driver holds only object references.
 
 A line that is not a row (the XML declaration, DOCTYPE, <posts>) is skipped; a line that should be a row but does
@@ -135,12 +136,15 @@ def iter_range_documents(shard: Mapping[str, Any], answers: AnswerLookup,
     """The questions of one range (and a quarantine document per broken row), in file order; `deferred` as in
     posts.question_document."""
     from curation.sources.stackexchange.posts import QUESTION, question_document, site_name
-    from curation.sources.stackexchange.rows import iter_rows
+    from curation.sources.stackexchange.rows import iter_rows, settled_non_question
 
     domain = shard["site"]
     site = site_name(domain)
     start, end = shard["byte_range"]
-    for offset, row, broken in iter_rows(iter_lines(shard["path"], start, end, **storage.s3_options(shard))):
+    lines = iter_lines(shard["path"], start, end, **storage.s3_options(shard))
+    # A row that certainly parses and is no question would yield nothing below: it is left unparsed (answers are
+    # most of a dump's bytes). Anything in doubt, a broken answer included, is parsed and quarantined as before.
+    for offset, row, broken in iter_rows(item for item in lines if not settled_non_question(item[1])):
         if broken is not None:
             yield _quarantined(f"stackexchange:{site}:byte{offset}", "broken_row", f"byte {offset}: {broken}", site)
             continue
