@@ -13,7 +13,8 @@ error. tests/curation/sources/test_stackexchange_rows.py checks both paths again
 on edge cases (entities, character references, attribute order, BOM and DOCTYPE lines, broken rows).
 
 `settled_non_question` tells, from a line's bytes alone, a row that certainly parses and is no question (an answer,
-a wiki): the question pass leaves those unparsed, since they would give it nothing.
+a wiki): the question pass leaves those unparsed, since they would give it nothing; `settled_values` reads such a
+row's plain values off its bytes, for the answers' pass.
 """
 from __future__ import annotations
 
@@ -88,32 +89,59 @@ def settled_non_question(line: bytes) -> bool:
     (_SKELETON); no value holds a control, a `<` or an `&` that is not one of the references listed; the bytes are
     UTF-8 of XML characters. A row with all that is well-formed XML, and its PostTypeId attribute is the value after
     ` PostTypeId=`."""
+    return _settled(line) is not None
+
+
+def settled_values(line: bytes, names: tuple[bytes, ...]) -> tuple[str | None, ...] | None:
+    """For a line settled_non_question accepts, the values of `names` (each written b" Name=") exactly as
+    row_attributes gives them, None for an absent one; None when the line is not settled or one of those values
+    holds a reference, a tab, a line feed or a CR (the parser decodes the one and turns the others into spaces).
+    Lets the answers' pass read an answer's ParentId and CreationDate without parsing the row."""
+    settled = _settled(line)
+    if settled is None:
+        return None
+    have, parts = settled
+    out = []
+    for name in names:
+        try:
+            value = parts[2 * have.index(name) + 1]
+        except ValueError:  # no such attribute
+            out.append(None)
+            continue
+        if b"&" in value or b"\t" in value or b"\n" in value or b"\r" in value:
+            return None
+        out.append(value.decode("utf-8"))
+    return tuple(out)
+
+
+def _settled(line: bytes) -> tuple[list[bytes], list[bytes]] | None:
+    """(names, parts) of a settled line: names[i] (b" Name=") holds the value parts[2 * i + 1], still encoded."""
     i = line.find(_KIND, 0, 200)  # cheap first: questions, and rows that name their kind late, go to the parser
     if i < 0 or line[i + _KIND_AT:i + _KIND_AT + 2] == b'1"':
-        return False
+        return None
     s = line.strip().lstrip(_BOM)  # as _stripped
     if (not s.startswith(b"<row ") or len(s) > _LONGEST or len(s.translate(None, _NOT_IN_VALUES)) != len(s) - 1
             or _BAD_AMP.search(s) is not None):
-        return False
+        return None
     parts = s.split(b'"')
     names = parts[0::2]  # with an even count of `"` only: `<row ... />"x` would pass as a skeleton
     if len(parts) % 2 == 0 or _SKELETON.fullmatch(b'""'.join(names)) is None:
-        return False
+        return None
     del names[-1]  # " />"
     names[0] = names[0][len(b"<row"):]  # " Name=", as the others: `<row Id="1" Id="1" />` repeats a name too
     if len(set(names)) != len(names) or _KIND_NAME not in names:  # a repeated attribute is an error
-        return False
+        return None
     kind = parts[2 * names.index(_KIND_NAME) + 1]
     if not kind.isdigit() or kind == b"1":
-        return False
+        return None
     if not s.isascii():
         if _NOT_CHARACTERS[0] in s or _NOT_CHARACTERS[1] in s:
-            return False
+            return None
         try:
             s.decode("utf-8")
         except UnicodeDecodeError:
-            return False
-    return True
+            return None
+    return names, parts
 
 
 # ---------------------------------------------------------------- many lines at once

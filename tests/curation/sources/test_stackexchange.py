@@ -305,7 +305,8 @@ def test_broken_and_foreign_lines_in_a_range_are_quarantined(site_dir: Path, tmp
 
 def test_answers_left_unparsed_change_no_document(site_dir: Path, tmp_path: Path, monkeypatch):
     """The question pass skips rows that certainly parse and are no questions (rows.settled_non_question); a broken
-    answer is still parsed, and quarantined as before, at its place."""
+    answer is still parsed, and quarantined as before, at its place. The answers' pass reads the same answers."""
+    from curation.sources.stackexchange import ranges as se_ranges
     from curation.sources.stackexchange import rows as se_rows
 
     path = tmp_path / "x.stackexchange.com" / "Posts.xml"
@@ -318,8 +319,12 @@ def test_answers_left_unparsed_change_no_document(site_dir: Path, tmp_path: Path
     settled = [line for line in path.read_bytes().splitlines() if se_rows.settled_non_question(line)]
     assert len(settled) == 4  # the two good answers and the two wikis of write_dump
     skipping = [_range_docs(path, size)[1] for size in (200, 1 << 20)]
+    scanned = se_ranges.scan_answers({"path": str(path), "byte_range": [0, path.stat().st_size]}, 2)
     monkeypatch.setattr(se_rows, "settled_non_question", lambda line: False)
+    monkeypatch.setattr(se_rows, "settled_values", lambda line, names: None)  # the answers' pass parses them all
     assert skipping == [_range_docs(path, size)[1] for size in (200, 1 << 20)]
+    again = se_ranges.scan_answers({"path": str(path), "byte_range": [0, path.stat().st_size]}, 2)
+    assert [a.tolist() for a in scanned] == [a.tolist() for a in again] and sum(map(len, again)) == 1
     bad = [(d["id"], d["meta"]["quarantine"]["reason"]) for d in skipping[1] if "quarantine" in d["meta"]]
     assert [reason for _, reason in bad] == ["broken_row"] * 3 and bad[0][0].startswith("stackexchange:x:byte")
 

@@ -148,11 +148,18 @@ UNSETTLED = [
 ]
 
 
+VALUES = (b" PostTypeId=", b" ParentId=", b" CreationDate=", b" Id=", b" Missing=")
+
+
 def _certain(line: bytes) -> bool:
-    """What settled_non_question promises: the row parses alone, and it is not a question."""
+    """What settled_non_question promises: the row parses alone, and it is not a question; and settled_values, when
+    it answers, answers what the parser reads."""
     try:
         row = se_rows.row_attributes(line)
     except ValueError:
+        return False
+    values = se_rows.settled_values(line, VALUES)
+    if values is not None and values != tuple(row.get(n.decode()[1:-1]) for n in VALUES):
         return False
     return row is not None and row.get("PostTypeId") != "1"
 
@@ -161,16 +168,32 @@ def test_only_rows_that_certainly_parse_as_non_questions_are_settled():
     assert all(se_rows.settled_non_question(line) and _certain(line) for line in SETTLED)
     assert not any(se_rows.settled_non_question(line) for line in UNSETTLED)
     assert not any(se_rows.settled_non_question(line) for line in EDGE_LINES)  # none names a PostTypeId early
+    assert not any(se_rows.settled_values(line, VALUES[:1]) for line in UNSETTLED)
+
+
+def test_settled_values_are_the_parsed_values_or_none():
+    wanted = (b" ParentId=", b" CreationDate=", b" Title=")
+    assert se_rows.settled_values(ANSWER, wanted) == ("1", "2015-01-30T10:00:00.000", None)
+    assert se_rows.settled_values(ANSWER, (b" Id=", b" PostTypeId=")) == ("7", "2")  # the first attribute too
+    assert se_rows.settled_values(SETTLED[2], (b" ParentId=",)) == ("1",)  # BOM and CRLF around the row
+    # values the parser would change: a reference decoded, a tab, a line feed or a CR turned into a space
+    for value in (b"1&#xA;", b"&#x9;1", b"1\t", b"\r1", b"1\n1", b"1&amp;"):
+        line = ANSWER.replace(b'ParentId="1"', b'ParentId="' + value + b'"')
+        assert se_rows.settled_non_question(line) and se_rows.settled_values(line, wanted) is None
+    assert se_rows.settled_values(ANSWER, (b" Body=",)) is None  # it holds references
+    assert se_rows.settled_values(SETTLED[3], (b" Body=",)) is None  # it holds a tab
+    assert se_rows.settled_values(ANSWER.replace(b"PostTypeId=\"2\"", b"PostTypeId=\"1\""), wanted) is None
 
 
 def test_settled_rows_parse_under_random_damage():
     """Rows damaged at random (quotes, markup, references, controls, bad UTF-8, repeated names moved in): whenever
-    the check settles one, the parser reads it, and not as a question."""
+    the check settles one, the parser reads it, and not as a question, with the values settled_values reads."""
     import random
 
     atoms = [b'"', b"'", b"<", b">", b"&", b"&#0;", b"&foo;", b"&lt", b"\x00", b"\x0c", b"\xff", b"\xc3",
-             b"\xef\xbf\xbf", b" ", b"\t", b"=", b"/>", b' Id="9"', b' PostTypeId="1"', b' x:a="1"', b" xmlns:x=",
-             b"</row>", b"&#xA;", b"&amp;", b"1"] + [b"a", b"Z", b"9", b"&lt;", b"&quot;", b"\xe2\x82\xac"] * 3
+             b"\xef\xbf\xbf", b" ", b"\t", b"\n", b"\r", b"=", b"/>", b' Id="9"', b' PostTypeId="1"', b' x:a="1"',
+             b" xmlns:x=", b"</row>", b"&#xA;", b"&amp;", b"1"]
+    atoms += [b"a", b"Z", b"9", b"&lt;", b"&quot;", b"\xe2\x82\xac"] * 3  # harmless ones, so that rows survive too
     rng = random.Random(0)
     settled = 0
     for _ in range(3000):
@@ -187,6 +210,8 @@ def test_settled_rows_parse_under_random_damage():
         if se_rows.settled_non_question(bytes(line)):
             settled += 1
             assert _certain(bytes(line)), bytes(line)
+        elif se_rows.settled_values(bytes(line), VALUES[:1]) is not None:
+            raise AssertionError(bytes(line))
     assert settled > 100  # the damage often leaves a good row: the check is exercised both ways
 
 
