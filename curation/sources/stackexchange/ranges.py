@@ -7,10 +7,12 @@ until it passes end (the last line may run past end; the next range skips it). N
 
 Thread activity needs the latest answer per question, and answers may sit anywhere in the file, so:
   1. scan (per range, parallel): answer rows only → (question id, whole UTC epoch seconds) pairs, reduced to the
-     latest per question and split into P partitions by question id mod P;
+     latest per question and split into P partitions by question id mod P (an answer that certainly parses is
+     read off its bytes, rows.settled_values; the others are parsed);
   2. reduce (per partition, parallel): the ranges' pieces of one partition → one array sorted by question id;
   3. parse (per range, parallel): question rows → documents, each looking its question id up in partition
-     id mod P (a binary search in a sorted uint32 array, shared read-only through Ray's object store).
+     id mod P (a binary search in a sorted uint32 array, shared read-only through Ray's object store). A row that
+     certainly parses and is no question is left unparsed here (rows.settled_non_question).
 No process ever holds a per-site map; the job's driver holds only object references.
 
 A line that is not a row (the XML declaration, DOCTYPE, <posts>) is skipped; a line that should be a row but does
@@ -31,6 +33,7 @@ RANGE_BYTES = 64 << 20  # ~60k posts of a typical site: many tasks per site, eac
 MAX_PARTITIONS = 64
 STAGE = "parse"
 _ANSWER = b'PostTypeId="2"'
+_ANSWER_VALUES = (b" PostTypeId=", b" ParentId=", b" CreationDate=")
 
 
 def byte_ranges(size: int, range_bytes: int = RANGE_BYTES) -> list[list[int]]:
@@ -67,20 +70,32 @@ def latest_per_question(pairs: np.ndarray) -> np.ndarray:
 
 def scan_answers(shard: Mapping[str, Any], partitions: int) -> list[np.ndarray]:
     """One range's answers, reduced and split into `partitions` arrays by question id mod partitions."""
-    from curation.sources.stackexchange.rows import iter_rows
+    from curation.sources.stackexchange.rows import iter_rows, settled_values
 
     qids, secs = [], []
+
+    def add(kind: str | None, parent: str | None, created: str | None) -> None:
+        if kind == "2" and parent and created:
+            try:  # as before this fast path, in this order
+                qids.append(int(parent))
+                secs.append(int(utc(created).timestamp()))
+            except ValueError:
+                return
+
+    def to_parse(lines):  # the answers whose values cannot be read off their bytes (rows.settled_values)
+        for item in lines:
+            if _ANSWER in item[1]:
+                values = settled_values(item[1], _ANSWER_VALUES)
+                if values is None:
+                    yield item
+                else:
+                    add(*values)
+
     start, end = shard["byte_range"]
     lines = iter_lines(shard["path"], start, end, **storage.s3_options(shard))
-    for _, row, broken in iter_rows(item for item in lines if _ANSWER in item[1]):
-        if broken is not None:
-            continue  # the question pass quarantines broken rows
-        if row and row.get("PostTypeId") == "2" and row.get("ParentId") and row.get("CreationDate"):
-            try:
-                qids.append(int(row["ParentId"]))
-                secs.append(int(utc(row["CreationDate"]).timestamp()))
-            except ValueError:
-                continue
+    for _, row, broken in iter_rows(to_parse(lines)):
+        if row and broken is None:  # the question pass quarantines broken rows
+            add(row.get("PostTypeId"), row.get("ParentId"), row.get("CreationDate"))
     pairs = latest_per_question(np.asarray([qids, secs], dtype=np.int64).T.reshape(-1, 2))
     part = pairs[:, 0] % partitions
     return [pairs[part == p] for p in range(partitions)]
@@ -135,12 +150,15 @@ def iter_range_documents(shard: Mapping[str, Any], answers: AnswerLookup,
     """The questions of one range (and a quarantine document per broken row), in file order; `deferred` as in
     posts.question_document."""
     from curation.sources.stackexchange.posts import QUESTION, question_document, site_name
-    from curation.sources.stackexchange.rows import iter_rows
+    from curation.sources.stackexchange.rows import iter_rows, settled_non_question
 
     domain = shard["site"]
     site = site_name(domain)
     start, end = shard["byte_range"]
-    for offset, row, broken in iter_rows(iter_lines(shard["path"], start, end, **storage.s3_options(shard))):
+    lines = iter_lines(shard["path"], start, end, **storage.s3_options(shard))
+    # A row that certainly parses and is no question would yield nothing below: it is left unparsed (answers are
+    # most of a dump's bytes). Anything in doubt, a broken answer included, is parsed and quarantined as before.
+    for offset, row, broken in iter_rows(item for item in lines if not settled_non_question(item[1])):
         if broken is not None:
             yield _quarantined(f"stackexchange:{site}:byte{offset}", "broken_row", f"byte {offset}: {broken}", site)
             continue

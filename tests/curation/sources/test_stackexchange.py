@@ -303,6 +303,32 @@ def test_broken_and_foreign_lines_in_a_range_are_quarantined(site_dir: Path, tmp
     assert [d["text"] for d in good] == [d["text"] for d in se.iter_documents({"path": str(site_dir)})]
 
 
+def test_answers_left_unparsed_change_no_document(site_dir: Path, tmp_path: Path, monkeypatch):
+    """The question pass skips rows that certainly parse and are no questions (rows.settled_non_question); a broken
+    answer is still parsed, and quarantined as before, at its place. The answers' pass reads the same answers."""
+    from curation.sources.stackexchange import ranges as se_ranges
+    from curation.sources.stackexchange import rows as se_rows
+
+    path = tmp_path / "x.stackexchange.com" / "Posts.xml"
+    path.parent.mkdir()
+    lines = (site_dir / "Posts.xml").read_text().splitlines()
+    lines[4:4] = ['  <row Id="92" PostTypeId="2" ParentId="1" Body="cut />',
+                  '  <row Id="93" PostTypeId="2" PostTypeId="2" ParentId="1" />',
+                  '  <row Id="94" PostTypeId="2" ParentId="1" Body="&nbsp;" />']
+    path.write_text("\n".join(lines) + "\n")
+    settled = [line for line in path.read_bytes().splitlines() if se_rows.settled_non_question(line)]
+    assert len(settled) == 4  # the two good answers and the two wikis of write_dump
+    skipping = [_range_docs(path, size)[1] for size in (200, 1 << 20)]
+    scanned = se_ranges.scan_answers({"path": str(path), "byte_range": [0, path.stat().st_size]}, 2)
+    monkeypatch.setattr(se_rows, "settled_non_question", lambda line: False)
+    monkeypatch.setattr(se_rows, "settled_values", lambda line, names: None)  # the answers' pass parses them all
+    assert skipping == [_range_docs(path, size)[1] for size in (200, 1 << 20)]
+    again = se_ranges.scan_answers({"path": str(path), "byte_range": [0, path.stat().st_size]}, 2)
+    assert [a.tolist() for a in scanned] == [a.tolist() for a in again] and sum(map(len, again)) == 1
+    bad = [(d["id"], d["meta"]["quarantine"]["reason"]) for d in skipping[1] if "quarantine" in d["meta"]]
+    assert [reason for _, reason in bad] == ["broken_row"] * 3 and bad[0][0].startswith("stackexchange:x:byte")
+
+
 def test_ranges_on_s3_read_only_their_bytes(site_dir: Path, moto_s3):
     s3 = moto_s3("dumps")
     s3.upload_file(str(site_dir / "Posts.xml"), "dumps", "se/beans.stackexchange.com/Posts.xml")
