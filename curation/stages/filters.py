@@ -247,9 +247,9 @@ class Language(Stage):
 
     def annotate(self, row: Row) -> dict[str, Any]:
         if self._identifier is None:  # loaded on first use, so that building the stage list stays cheap
-            from curation.stages.language_id import identifier
+            from curation.stages.language_id import shared_identifier
 
-            self._identifier = identifier()
+            self._identifier = shared_identifier()  # one per process, whatever the number of stage lists
         lang, prob = self._identifier.classify(row.get("text") or "")
         return {"language": str(lang), "language_score": float(prob)}
 
