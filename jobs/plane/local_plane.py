@@ -51,7 +51,7 @@ def local_plane(on: bool = True):
 
 
 def choose_runner(runner: str, input_bytes: int | None, *, hooks: dict, actors: int, gpus_per_actor: float,
-                  environ=None) -> tuple[str, str]:
+                  environ=None, ray_running: bool | None = None) -> tuple[str, str]:
     """(runner, why). `auto` is local only when nothing asks for Ray: no RAY_ADDRESS, no Ray already running in
     this driver, no fault injection (its crashes are for worker processes), no pool of several actors asked for,
     at most one GPU, and a local input of at most LOCAL_MAX_BYTES (`input_bytes`; None: not local, e.g. S3)."""
@@ -60,10 +60,12 @@ def choose_runner(runner: str, input_bytes: int | None, *, hooks: dict, actors: 
     if runner != "auto":
         return runner, f"--runner {runner}"
     environ = os.environ if environ is None else environ
-    ray = sys.modules.get("ray")
+    if ray_running is None:  # without importing Ray: a driver that never imported it runs none
+        ray = sys.modules.get("ray")
+        ray_running = ray is not None and hasattr(ray, "is_initialized") and ray.is_initialized()
     reasons = [why for cond, why in (
         (bool(environ.get("RAY_ADDRESS")), "RAY_ADDRESS names a cluster"),
-        (ray is not None and hasattr(ray, "is_initialized") and ray.is_initialized(), "Ray is already running here"),
+        (ray_running, "Ray is already running here"),
         (bool(set(hooks) - {"score_log"}), "fault injection is set (its crashes and stalls are for worker processes)"),
         (actors > 1, f"--actors {actors} asks for a pool"),
         (gpus_per_actor > 1, "more than one GPU per actor"),

@@ -76,11 +76,12 @@ def scan_answers(shard: Mapping[str, Any], partitions: int) -> list[np.ndarray]:
 
     def add(kind: str | None, parent: str | None, created: str | None) -> None:
         if kind == "2" and parent and created:
-            try:  # as before this fast path, in this order
-                qids.append(int(parent))
-                secs.append(int(utc(created).timestamp()))
+            try:  # both values or neither: an unreadable date once left the two lists of different lengths
+                qid, sec = int(parent), int(utc(created).timestamp())
             except ValueError:
                 return
+            qids.append(qid)
+            secs.append(sec)
 
     def to_parse(lines):  # the answers whose values cannot be read off their bytes (rows.settled_values)
         for item in lines:

@@ -329,6 +329,23 @@ def test_answers_left_unparsed_change_no_document(site_dir: Path, tmp_path: Path
     assert [reason for _, reason in bad] == ["broken_row"] * 3 and bad[0][0].startswith("stackexchange:x:byte")
 
 
+def test_an_answer_with_an_unreadable_date_is_left_out_of_the_answers_pass(site_dir: Path, tmp_path: Path):
+    """Its question's latest activity comes from its other answers; the range's pass does not fail (it raised on
+    arrays of different lengths when the ParentId was read and the date was not)."""
+    from curation.sources.stackexchange import ranges as se_ranges
+
+    path = tmp_path / "x.stackexchange.com" / "Posts.xml"
+    path.parent.mkdir()
+    lines = (site_dir / "Posts.xml").read_text().splitlines()
+    clean = tmp_path / "clean.xml"
+    clean.write_text("\n".join(lines) + "\n")
+    lines[4:4] = ['  <row Id="95" PostTypeId="2" ParentId="1" CreationDate="not a date" />']
+    path.write_text("\n".join(lines) + "\n")
+    got = se_ranges.scan_answers({"path": str(path), "byte_range": [0, path.stat().st_size]}, 2)
+    want = se_ranges.scan_answers({"path": str(clean), "byte_range": [0, clean.stat().st_size]}, 2)
+    assert [a.tolist() for a in got] == [a.tolist() for a in want]
+
+
 def test_ranges_on_s3_read_only_their_bytes(site_dir: Path, moto_s3):
     s3 = moto_s3("dumps")
     s3.upload_file(str(site_dir / "Posts.xml"), "dumps", "se/beans.stackexchange.com/Posts.xml")

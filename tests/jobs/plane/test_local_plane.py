@@ -18,7 +18,7 @@ SHARD = 5
 
 
 def test_auto_is_local_only_when_nothing_asks_for_ray():
-    base = {"hooks": {}, "actors": 0, "gpus_per_actor": 0.0, "environ": {}}
+    base = {"hooks": {}, "actors": 0, "gpus_per_actor": 0.0, "environ": {}, "ray_running": False}
     assert choose_runner("auto", 1_000, **base)[0] == "local"
     assert choose_runner("auto", LOCAL_MAX_BYTES, **base)[0] == "local"
     for why, kw in (("over 8 MiB", {"input_bytes": LOCAL_MAX_BYTES + 1}),
@@ -26,7 +26,8 @@ def test_auto_is_local_only_when_nothing_asks_for_ray():
                     ("RAY_ADDRESS", {"environ": {"RAY_ADDRESS": "10.0.0.1:6379"}}),
                     ("fault injection", {"hooks": {"exit_on_id": "x", "state_dir": "/tmp"}}),
                     ("asks for a pool", {"actors": 4}),
-                    ("more than one GPU", {"gpus_per_actor": 2.0})):
+                    ("more than one GPU", {"gpus_per_actor": 2.0}),
+                    ("already running", {"ray_running": True})):
         args = {**base, "input_bytes": 1_000, **kw}
         runner, reason = choose_runner("auto", args.pop("input_bytes"), **args)
         assert runner == "ray" and why in reason, (why, reason)
