@@ -45,7 +45,8 @@ def run_record(run: ChaosRun) -> dict:
 
 def evaluate_argv(study: dict, out: Path, stall: int = 300) -> list[str]:
     return ["evaluate", "--benchmark", study["benchmark"], "--model", study["model"], "--out", str(out),
-            "--methods", METHODS, "--actors", "2", "--shard-size", "2", "--quiet", "--stall-timeout", str(stall)]
+            "--methods", METHODS, "--actors", "2", "--shard-size", "2", "--quiet", "--stall-timeout", str(stall),
+            "--runner", "ray"]
 
 
 def same_scores(a: Path, b: Path, files=("token_stats.parquet", "scores.parquet")) -> bool:

@@ -87,8 +87,10 @@ class RssSampler:
 
 
 def run_evaluate(bench: Path, model: str, out: Path, methods: str, extra: Sequence[str] = ()) -> dict:
+    # the Ray plane is what this bench measures (driver and worker memory): the default runner would run its
+    # smaller inputs in the driver's process (jobs/plane/local_plane.py); --evaluate-args can still say otherwise
     res = run_job(["evaluate", "--benchmark", str(bench), "--model", model, "--out", str(out), "--methods", methods,
-                   *extra], out, "run.json")
+                   "--runner", "ray", *extra], out, "run.json")
     res["parts"], res["detect_write_s"] = res["parts"]["parts"], res["parts"]["detect_write_s"]
     return res
 

@@ -26,9 +26,10 @@ from contextlib import contextmanager
 from typing import Iterator, Sequence
 
 RUNNERS = ("auto", "ray", "local")
-# auto runs inputs up to this size without Ray: ~8,000 passages of 1 KB, a few minutes of scoring on 2 cores for a
-# small model, where Ray's ~15 s of start-up is still a large share; above it a pool of processes (and a cluster)
-# is worth its start.
+# auto runs inputs up to this size without Ray: ~8,000 passages of 1 KB. The lanes score about as fast as the Ray
+# pool on one machine, so the bound is not for speed: past it a job runs long enough that Ray's ~15 s start is a
+# small share, and worth paying for what only worker processes give (a row that crashes its process is isolated and
+# quarantined instead of ending the job; a node can join).
 LOCAL_MAX_BYTES = 8 * 2**20
 
 _local = False  # set by `local_plane` for the duration of a job's plane (one job at a time per driver)
