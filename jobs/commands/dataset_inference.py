@@ -22,7 +22,7 @@ import typer
 
 from jobs.kit import shift_guard
 from jobs.kit.report_out import run_and_print_report, write_html
-from jobs.kit.options import command, option, progress_option
+from jobs.kit.options import command, option, progress_option, runner_option
 from jobs.kit.served_model import ServedFields, run_record
 
 
@@ -52,6 +52,7 @@ class DatasetInferenceConfig(ServedFields):
     recall_shots: int = option(3, "validation passages used as ReCaLL's prefix (excluded from the test)", min=0)
     seed: int = option(0, "seed for passages and the learn/test split")
     shard_size: int = option(1000, "passages per scoring part (the unit of resume)", min=1)
+    runner: str = runner_option()
     progress: bool = progress_option()
 
 
@@ -81,20 +82,13 @@ def run_dataset_inference(cfg: DatasetInferenceConfig) -> dict:
 
 
 def run_maini(cfg: DatasetInferenceConfig) -> dict:
-    import pyarrow.compute as pc
-
-    from jobs.parts.audit_snippets import plan_tasks, run_staging
+    from jobs.parts.audit_snippets import plan_tasks
     from jobs.parts.doc_inputs import ROW_SUFFIXES, document_files
     from jobs.kit.log import PhaseClock
-    from jobs.kit.runtime import start_driver
-    from jobs.plane.part_loop import score_benchmark
-    from jobs.plane.part_store import read_parts
-    from jobs.plane.scoring_pool import ModelBranch
-    from jobs.kit.identity import json_digest, model_identity, open_output, publish, tool_version
-    from curation.io.outputs import Location
-    from scoring.audits.dataset_inference import MEANING, dataset_inference
-    from scoring.lm.views import ORIGINAL, PREFIXED
-    from scoring.reports.dataset_inference_page import conclusion, plot_test_scores, report_markdown, report_page
+    from jobs.kit.runtime import start_runner
+    from jobs.kit.identity import open_output
+    from jobs.plane.local_plane import local_plane
+    from scoring.lm.views import ORIGINAL
 
     t0 = time.perf_counter()
     phases = PhaseClock()
@@ -105,14 +99,34 @@ def run_maini(cfg: DatasetInferenceConfig) -> dict:
     dest, out = open_output(cfg.out)
     common = {"snippets": cfg.snippets, "snippet_words": cfg.snippet_words, "min_words": cfg.min_words,
               "seed": cfg.seed}
-    tasks = []
+    tasks, n_bytes = [], 0
     for role, spec, label in (("target", cfg.suspect, 1), ("calibration", cfg.validation, 0)):
         files, _ = document_files(spec)
+        n_bytes += sum(f.stat().st_size for f in files)
         whole = all(f.suffix.lower() in ROW_SUFFIXES for f in files)
         tasks += [dict(t, task=t["task"] + 100_000 * label) for t in
                   plan_tasks(role, spec, id_prefix="", label=label, whole=whole, **common)]
     phases.lap("plan")
-    start_driver()
+    runner, why = start_runner(cfg.runner, n_bytes, actors=cfg.actors, gpus_per_actor=cfg.gpus_per_actor)
+    with local_plane(runner == "local"):  # staging, the shift guard and the scoring
+        return _maini_on_plane(cfg, served, methods, needs, views, dest, out, tasks, common, phases, t0,
+                               {"used": runner, "why": why})
+
+
+def _maini_on_plane(cfg, served, methods, needs, views, dest, out, tasks, common, phases, t0, runner: dict) -> dict:
+    """Maini et al.'s test from staged passages on: the shift guard, the scoring, the t-test and the report."""
+    import pyarrow.compute as pc
+
+    from curation.io.outputs import Location
+    from jobs.kit.identity import json_digest, model_identity, publish, tool_version
+    from jobs.parts.audit_snippets import run_staging
+    from jobs.plane.part_loop import score_benchmark
+    from jobs.plane.part_store import read_parts
+    from jobs.plane.scoring_pool import ModelBranch
+    from scoring.audits.dataset_inference import MEANING, dataset_inference
+    from scoring.lm.views import PREFIXED
+    from scoring.reports.dataset_inference_page import conclusion, plot_test_scores, report_markdown, report_page
+
     dest.delete_tree("_staging")
     staged = run_staging(tasks, dest.uri, None, cfg.progress)
     phases.lap("passages (workers)")
@@ -132,7 +146,8 @@ def run_maini(cfg: DatasetInferenceConfig) -> dict:
         spec_for=lambda text: cfg.pool_spec(branches, text), methods=methods, seed=cfg.seed,
         prefix_shots=cfg.recall_shots if PREFIXED in views else 0,
         count_tokens_of=cfg.tokenizer_path if "token_freq" in needs else None,
-        fingerprint_for=lambda text, ids, freq: json_digest({**identity, "prefix": [text, list(ids)]}), progress=cfg.progress)
+        fingerprint_for=lambda text, ids, freq: json_digest({**identity, "prefix": [text, list(ids)]}),
+        progress=cfg.progress)
     run.ledger.check("dataset-inference scoring")
     phases.lap("score (workers)")
     columns = [m.column for m in methods]
@@ -166,7 +181,7 @@ def run_maini(cfg: DatasetInferenceConfig) -> dict:
         "counts": {"in": run.ledger.rows_in, "scored": run.ledger.rows_out, "quarantined": run.ledger.quarantined,
                    "recall_prefix": len(run.prefix_ids), "tested": int(sum(res["sizes"].values()))},
         "model": cfg.model, "served_model": run_record(served, run.stats.get("api")), "config": asdict(cfg),
-        "seconds": round(time.perf_counter() - t0, 2), "phases_s": phases.laps,
+        "seconds": round(time.perf_counter() - t0, 2), "phases_s": phases.laps, "runner": runner,
     }
     (out / "report.json").write_text(json.dumps(report, indent=2, default=float))
     (out / "test_scores.png").write_bytes(plot_test_scores(res))

@@ -12,7 +12,7 @@ import numpy as np
 import typer
 
 from jobs.kit.log import PhaseClock, log
-from jobs.kit.options import command, option, progress_option
+from jobs.kit.options import command, option, progress_option, runner_option
 from jobs.kit.served_model import ServedFields
 from jobs.kit.text_only import GenerationFields
 from jobs.kit.report_out import command_line, run_and_print_report
@@ -59,11 +59,7 @@ class EvaluateConfig(GenerationFields, ServedFields):
         "metrics.json) or a benchmark (then evaluated first into OUT/original/ with the same model and settings). "
         "For a paraphrased benchmark (`tidemark paraphrase`): report.md gets a table with the change, and "
         "compare_auc.png")
-    runner: str = option("auto", "where the scoring runs: ray (Ray Data actor pools on RAY_ADDRESS's cluster or a "
-                         "local Ray runtime), local (this process alone, no Ray: the same stages and part files; a "
-                         "row that crashes the process ends the job, its committed parts kept), or auto: local for "
-                         "a local input of at most 8 MiB when no cluster is named or running, else ray "
-                         "(docs/scaling.md)")
+    runner: str = runner_option()
     extra: dict = field(default_factory=dict)
 
 
@@ -132,10 +128,8 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     from jobs.parts.benchmark_parts import input_identity
     from jobs.plane.part_loop import score_benchmark
     from jobs.plane.part_store import read_parts
-    from jobs.kit.runtime import start_driver
-    from jobs.plane.driver_memory import return_freed_memory
-    from jobs.plane.local_plane import choose_runner, local_input_bytes, local_plane
-    from jobs.plane.tasks import hooks_from_env
+    from jobs.kit.runtime import start_runner
+    from jobs.plane.local_plane import local_input_bytes, local_plane
     from jobs.kit.redact import redact
     from jobs.kit.served_model import run_record
     from jobs.kit.evaluation_files import save_token_freq, write_outputs
@@ -179,14 +173,10 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     ref_freq = None
     if "token_freq" in needs and cfg.ref_corpus:
         ref_freq = token_freq_from_corpus(cfg.tokenizer_path, cfg.ref_corpus)
-    runner, why = choose_runner(cfg.runner, None if cfg.requester_pays else local_input_bytes(cfg.benchmark),
-                                hooks=hooks_from_env(), actors=cfg.actors, gpus_per_actor=cfg.gpus_per_actor)
-    log(f"runner: {runner} ({why})")
+    runner, why = start_runner(cfg.runner, None if cfg.requester_pays else local_input_bytes(cfg.benchmark),
+                               actors=cfg.actors, gpus_per_actor=cfg.gpus_per_actor)
     if runner == "ray":
-        start_driver()
         phases.lap("Ray start-up (or connect)")
-    else:
-        return_freed_memory()
     blind: dict = {}
 
     def start_blind(prefix_ids):  # the blind baseline needs no model: a low-priority process reads a sample

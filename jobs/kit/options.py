@@ -22,6 +22,14 @@ def option(default: Any = dataclasses.MISSING, help: str = "", *, flags: Sequenc
     return dataclasses.field(default=default, metadata=meta)
 
 
+def runner_option() -> Any:
+    """`runner: str`, shown as --runner (jobs/plane/local_plane.py): where a scoring job's plane runs."""
+    return option("auto", "where the scoring runs: ray (Ray Data actor pools on RAY_ADDRESS's cluster or a local Ray "
+                  "runtime), local (this process alone, no Ray: the same stages and part files; a row that crashes "
+                  "the process ends the job, its committed parts kept), or auto: local for a local input of at most "
+                  "8 MiB when no cluster is named or running, else ray (docs/scaling.md)")
+
+
 def progress_option() -> Any:
     """`progress: bool`, shown as --progress/--quiet (every command's progress bars)."""
     return option(True, "progress bars (--quiet: none)", flags=("--progress/--quiet",))

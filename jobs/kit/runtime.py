@@ -81,3 +81,22 @@ def ensure_ray(**init_kwargs):
         print(f"[ray] {note}", file=sys.stderr, flush=True)
     ray.init(address=address, **{"include_dashboard": False, "logging_level": "WARNING", **init_kwargs})
     return ray
+
+
+def start_runner(runner: str, input_bytes: int | None, *, actors: int, gpus_per_actor: float) -> tuple[str, str]:
+    """Settle `--runner` (jobs/plane/local_plane.choose_runner), say which and why, and start what it needs: Ray
+    (`start_driver`) for `ray`; for `local`, only the driver's memory hand-back. Returns (runner, why); the job runs
+    its plane inside `local_plane(runner == "local")`."""
+    from jobs.kit.log import log
+    from jobs.plane.driver_memory import return_freed_memory
+    from jobs.plane.local_plane import choose_runner
+    from jobs.plane.tasks import hooks_from_env
+
+    runner, why = choose_runner(runner, input_bytes, hooks=hooks_from_env(), actors=actors,
+                                gpus_per_actor=gpus_per_actor)
+    log(f"runner: {runner} ({why})")
+    if runner == "ray":
+        start_driver()
+    else:
+        return_freed_memory()
+    return runner, why

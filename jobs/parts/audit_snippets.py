@@ -146,11 +146,11 @@ def _stage(shared: dict, task: dict) -> dict:
 
 def run_staging(tasks: Sequence[dict], dest: str, ngram_index=None, progress: bool = True) -> list[dict]:
     """Every task as a Ray task (the audited n-grams found in a reference corpus, if any, travel once through the
-    object store)."""
-    from jobs.plane.task_map import ray_task_map
+    object store), or here on the local plane (jobs/plane/local_plane.py)."""
+    from jobs.plane.task_map import task_map
 
-    done = list(ray_task_map(_stage, [{"task": t} for t in tasks], {"dest": dest, "ngram_index": ngram_index},
-                             desc="snippets (staging)", progress=progress, num_cpus=0.5))
+    done = list(task_map(_stage, [{"task": t} for t in tasks], {"dest": dest, "ngram_index": ngram_index},
+                         desc="snippets (staging)", progress=progress, num_cpus=0.5))
     return sorted(done, key=lambda s: (s["role"], s["task"]))
 
 

@@ -164,3 +164,32 @@ def test_codec_over_a_served_model_equals_local_scoring(generation_lm, ray_sessi
         assert r["delta"] == pytest.approx(b[r["id"]]["delta"], abs=1e-4) and r["context_ids"] == b[r["id"]]["context_ids"]
     rep = json.loads((tmp_path / "served" / "report.json").read_text())
     assert rep["served_model"]["method"] == "echo"
+
+
+def test_without_ray_the_same_passages_scores_and_answers(sets, generation_lm, ray_session, tmp_path):
+    """`--runner local` (jobs/plane/local_plane.py): staging, the shift guard and the scoring in this process give
+    the Ray run's passages, score parts and answer, for Maini's test and for CoDeC."""
+    for runner in ("ray", "local"):
+        result = CliRunner().invoke(app, ["dataset-inference", "--suspect", sets["members"], "--validation",
+                                          sets["unseen"], "--model", sets["model"], "--out", str(tmp_path / runner),
+                                          "--quiet", "--runner", runner], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+    ray_rep, local_rep = (json.loads((tmp_path / r / "report.json").read_text()) for r in ("ray", "local"))
+    assert local_rep["runner"] == {"used": "local", "why": "--runner local"} and ray_rep["runner"]["used"] == "ray"
+    for key in ("p_value", "t", "weights", "sizes", "inputs", "counts", "shift_check"):
+        assert local_rep[key] == ray_rep[key], key
+    for r in ("ray", "local"):
+        assert (tmp_path / r / "scoring" / "scores.parquet").is_dir()
+    a, b = (read_parts(Location(str(tmp_path / r / "scoring")), "token_stats.parquet") for r in ("ray", "local"))
+    assert a.equals(b)
+
+    src = tmp_path / "set.jsonl"
+    src.write_text("".join(json.dumps({"id": p["id"], "text": p["text"]}) + "\n" for p in generation_lm["members"]))
+    for runner in ("ray", "local"):
+        res = CliRunner().invoke(app, ["dataset-inference", "--method", "codec", "--suspect", str(src), "--model",
+                                       generation_lm["model"], "--out", str(tmp_path / f"codec_{runner}"), "--shots",
+                                       "2", "--quiet", "--runner", runner], catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+    assert pq.read_table(tmp_path / "codec_ray" / "rows.parquet").equals(
+        pq.read_table(tmp_path / "codec_local" / "rows.parquet"))
+    assert json.loads((tmp_path / "codec_local" / "report.json").read_text())["runner"]["used"] == "local"
