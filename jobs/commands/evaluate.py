@@ -195,8 +195,8 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
         with local_plane(runner == "local"):
             run = score_benchmark(
                 benchmark=str(cfg.benchmark), requester_pays=cfg.requester_pays, rows_per_part=cfg.shard_size,
-                dest=dest,
-                spec_for=lambda text: evaluate_spec(cfg, views, text, served), methods=methods, seed=cfg.seed,
+                dest=dest, spec_for=lambda text: evaluate_spec(cfg, views, text, served), methods=methods,
+                seed=cfg.seed,
                 prefix_shots=cfg.recall_shots if PREFIXED in views else 0,
                 count_tokens_of=cfg.tokenizer_path if "token_freq" in needs else None, token_freq=ref_freq,
                 fingerprint_for=fingerprint, resume=cfg.resume, progress=cfg.progress, on_planned=start_blind)

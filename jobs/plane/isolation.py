@@ -152,9 +152,12 @@ class LocalIsolator(RowIsolation):
     def __init__(self, spec: ScoringSpec, threads: int | None):
         from jobs.plane.local_plane import torch_threads_restorer
 
-        self.close = torch_threads_restorer()  # the scorer sets torch's threads for this job only
+        self._restore_threads = torch_threads_restorer()  # the scorer sets torch's threads for this job only
         self.scorer = RowScorer(spec, threads)
         self.model = spec.branches[0].model
+
+    def close(self) -> None:
+        self._restore_threads()
 
     def _submit(self, k: int, table: pa.Table):
         return table  # run when its result is asked for, so that a failure is caught where Ray's would be
