@@ -31,6 +31,7 @@ JOB_MODULES = (
     "jobs.commands.unlearning_audit",
     "jobs.commands.contamination_study",
     "jobs.commands.dataset_inference",
+    "jobs.commands.cutoff",
     "jobs.commands.paraphrase",
     "jobs.commands.infra",
 )

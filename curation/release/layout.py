@@ -62,8 +62,11 @@ def sha256_file(path: Path) -> str:
 
 def build_manifest(*, cfg: Mapping[str, Any], overrides: Iterable[str], source_snapshot: Mapping[str, Any],
                    counts: Mapping[str, Any], files: Mapping[str, Any], shift_audit: Any,
-                   runner: str) -> dict:
+                   runner: str, cutoff_from: Mapping[str, Any] | None = None) -> dict:
+    """The release's manifest. `cutoff_from`, where the cutoffs came from a measured training cutoff
+    (`build-benchmark --cutoff-from`), is recorded as `cutoff_from` (absent otherwise)."""
     cut = cfg["cutoffs"]
+    measured = {"cutoff_from": dict(cutoff_from)} if cutoff_from is not None else {}
     return {
         "name": cfg["name"],
         "tool": {"name": "tidemark", "version": tool_version()},
@@ -78,6 +81,7 @@ def build_manifest(*, cfg: Mapping[str, Any], overrides: Iterable[str], source_s
                            "member_before",
             "nonmember_rule": "nonmember_after <= created_at (< nonmember_before when set)",
         },
+        **measured,
         "source": dict(source_snapshot),
         "buckets": {"lengths": list(cfg["buckets"]), "mode": cfg["bucket_mode"], "unit": "whitespace words"},
         "counts": dict(counts),

@@ -183,38 +183,55 @@ class PartRows:
     digest: str
 
 
-def read_part(spec: PartSpec) -> PartRows:
-    """Decode and check every row of the part. Ids of rows without an `id` need `spec.first_line` (jsonl); until
-    the driver knows it, they are named `<stem>:+<line within part>` and fixed by `resolve_ids`."""
-    digest = hashlib.sha256()
-    rows, bad = [], []
-    src = _Source(spec.path, spec.requester_pays)
-    if spec.fmt == "parquet":
-        import pyarrow.parquet as pq
+class RawPart:
+    """The records one part owns, undecoded by any schema: iterate for (k, row id, JSON object or None, (reason,
+    detail) or None, whether the id is the fallback), k numbering the part's lines or rows from 0. After the
+    iteration, `n_lines` is the number of lines or rows the part owned (blank lines included) and `digest` the
+    sha256 of its raw content (what the survey and the part markers compare). Ids of jsonl rows without an `id`
+    need `spec.first_line`; until the driver knows it, they are `<stem>:+<line within part>` (`resolve_ids`)."""
 
-        pf = pq.ParquetFile(io.BytesIO(src.read(0, src.size)) if src.s3 else spec.path)
-        records = _parquet_slice(pf, spec.start, spec.stop)
-        for k, raw in enumerate(records):
-            digest.update(json.dumps(raw, sort_keys=True, default=str).encode())
-            rid = str(raw.get("id") or f"{spec.stem}:{spec.start + k + 1}")
-            row, q = check_row(raw, rid)
-            (bad.append(q) if q else rows.append(dict(row, line=k, auto_id=False)))
-        return PartRows(rows, bad, len(records), digest.hexdigest())
-    n = 0
-    base = spec.first_line
-    for k, line in enumerate(_owned_lines(spec, src)):
-        n += 1
-        digest.update(line + b"\n")
-        fallback = f"{spec.stem}:{base + k}" if base is not None else f"{spec.stem}:+{k}"
-        if not line.strip():
-            continue
-        rid, raw, problem = decode_line(line, fallback)
+    def __init__(self, spec: PartSpec):
+        self.spec, self.n_lines, self._hash = spec, 0, hashlib.sha256()
+
+    @property
+    def digest(self) -> str:
+        return self._hash.hexdigest()
+
+    def __iter__(self) -> Iterator[tuple[int, str, dict | None, tuple[str, str] | None, bool]]:
+        spec = self.spec
+        src = _Source(spec.path, spec.requester_pays)
+        if spec.fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            pf = pq.ParquetFile(io.BytesIO(src.read(0, src.size)) if src.s3 else spec.path)
+            records = _parquet_slice(pf, spec.start, spec.stop)
+            self.n_lines = len(records)
+            for k, raw in enumerate(records):
+                self._hash.update(json.dumps(raw, sort_keys=True, default=str).encode())
+                yield k, str(raw.get("id") or f"{spec.stem}:{spec.start + k + 1}"), raw, None, False
+            return
+        base = spec.first_line
+        for k, line in enumerate(_owned_lines(spec, src)):
+            self.n_lines += 1
+            self._hash.update(line + b"\n")
+            fallback = f"{spec.stem}:{base + k}" if base is not None else f"{spec.stem}:+{k}"
+            if not line.strip():
+                continue
+            rid, raw, problem = decode_line(line, fallback)
+            yield k, rid, raw, problem, rid == fallback
+
+
+def read_part(spec: PartSpec) -> PartRows:
+    """Decode and check every row of the part (a benchmark row: `check_row`)."""
+    raw = RawPart(spec)
+    rows, bad = [], []
+    for k, rid, obj, problem, auto_id in raw:
         if problem:
             bad.append(quarantine(rid, *problem))
             continue
-        row, q = check_row(raw, rid)
-        (bad.append(q) if q else rows.append(dict(row, line=k, auto_id=rid == fallback)))
-    return PartRows(rows, bad, n, digest.hexdigest())
+        row, q = check_row(obj, rid)
+        (bad.append(q) if q else rows.append(dict(row, line=k, auto_id=auto_id)))
+    return PartRows(rows, bad, raw.n_lines, raw.digest)
 
 
 def _parquet_slice(pf, start: int, stop: int) -> list[dict]:

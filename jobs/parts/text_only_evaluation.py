@@ -12,7 +12,7 @@ with a raised budget does only the rest.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 from jobs.kit.log import PhaseClock, log
 from scoring.generation.runner import BudgetExceeded
@@ -25,33 +25,16 @@ def run_text_only(cfg) -> dict:
     from jobs.kit.redact import redact
     from jobs.kit.report_out import command_line
     from jobs.kit.runtime import start_driver
-    from jobs.kit.text_only import check_methods, text_only_model
-    from jobs.parts.generation_parts import GEN_PART_DIRS, RequestPlanner
-    from jobs.parts.benchmark_parts import plan_parts
-    from jobs.plane.part_store import PartStore, read_parts
-    from jobs.plane.survey import run_survey, survey_json
-    from scoring.generation import plan as planning
-    from scoring.generation.prompts import load_prompts
-    from scoring.generation.scores import kinds_of
+    from jobs.plane.part_store import read_parts
+    from jobs.plane.survey import survey_json
     from scoring.stats.evaluation import compute_metrics
 
     t0 = time.perf_counter()
     dest, out = ids.open_output(cfg.out, clear=False)
     phases = PhaseClock()
     methods = text_only_methods(cfg)
-    model = text_only_model(cfg)
-    check_methods(methods, model)
-    prompts = load_prompts(cfg.prompts)
-    settings = model.settings(cfg, prompts)
-    kinds = tuple(kinds_of(methods))
-    local = cfg.decop_paraphrases not in (None, "served")
-    log(f"server: {model.api.base}/{model.endpoint} honours n={model.probe.get('n')}, seed="
-        f"{model.probe.get('seed_accepted')} (reproducible: {model.probe.get('seed_reproducible')}), top_p="
-        f"{model.probe.get('top_p')}, stop={model.probe.get('stop')}, generated-token logprobs="
-        f"{model.probe.get('generated_logprobs')}")
-    job_fp = ids.json_digest({"settings": asdict(settings), "model": model.identity(),
-                              "methods": [m.column for m in methods], "input": _input_identity(cfg),
-                              "paraphrases": cfg.decop_paraphrases, "tool": ids.tool_version(), "plane": "generate-1"})
+    setup = TextOnlySetup.probe(cfg, methods)
+    job_fp = setup.fingerprint(cfg, methods, _input_identity(cfg))
     done = ids.completed_result(dest, job_fp, out) if cfg.resume else None
     if done is not None:
         log(f"{dest.uri} already holds this job's complete output (_SUCCESS); nothing to do")
@@ -59,8 +42,110 @@ def run_text_only(cfg) -> dict:
     dest.clear_complete()
     start_driver()
     phases.lap("probe and Ray start-up")
-    parts = plan_parts(str(cfg.benchmark), cfg.shard_size, cfg.requester_pays)
-    planner = RequestPlanner(kinds, settings, cfg.tokenizer, local)
+    blind = {}
+
+    def start_blind() -> None:  # once the budget admits every part: the blind baseline needs no model
+        blind["job"] = BlindBaselineJob.from_source(
+            {"benchmark": str(cfg.benchmark), "requester_pays": cfg.requester_pays, "rows_per_part": cfg.shard_size,
+             "prefix_ids": [], "cap": cfg.blind_sample}, cfg.seed, cfg.benchmark)
+
+    try:
+        gen = generate_benchmark(cfg, setup, methods, str(cfg.benchmark), dest, job_fp, phases,
+                                 requester_pays=cfg.requester_pays, on_admitted=start_blind)
+    except BaseException:
+        if "job" in blind:
+            blind["job"].close()
+        raise
+    if "dry_run" in gen:
+        return _dry_run(out, gen["dry_run"], setup.model, methods, phases)
+    run, survey = gen["run"], gen["survey"]
+    phases.lap("generate, score and write (workers)")
+    ledger, stats = run["ledger"], run["stats"]
+    counts = {"in": ledger.rows_in, "scored": ledger.rows_out, "quarantined": ledger.quarantined, "recall_prefix": 0}
+    scores = read_parts(dest, "scores.parquet", ["id", "label", "bucket", "in_eval", *[m.column for m in methods]])
+    if scores is None or not scores.num_rows:
+        raise RuntimeError(f"no row could be scored; see {dest.child('quarantine.parquet')}")
+    metrics = compute_metrics(scores, methods, seed=cfg.seed, n_bootstrap=cfg.n_bootstrap, calibrate=cfg.calibrate,
+                              counts=counts)
+    phases.lap("metrics")
+    blind_res = blind["job"].result_excluding(set(run["quarantined_ids"]))
+    phases.lap("blind baseline (waiting for it)")
+    from jobs.kit.text_only_report import examples, set_test, write_blind
+
+    write_blind(out, blind_res)
+    run_info = redact({"benchmark": str(cfg.benchmark), "model": cfg.model, "config": asdict(cfg), "counts": counts,
+                       "ledger": ledger.to_dict(), "mode": "text-only", "seconds": round(time.perf_counter() - t0, 2),
+                       "parts": stats, "survey": survey_json(survey), "fingerprint": job_fp,
+                       "blind_baseline": blind_res["source"] if blind_res else None,
+                       "blind_baseline_sample": (blind_res or {}).get("sample"), "phases_s": phases.laps,
+                       "served_model": setup.served_record(), "generation": generation_record(setup, gen),
+                       "set_test": set_test(scores, cfg.set_test, methods),
+                       "examples": examples(dest, scores, methods), "command": command_line()})
+    report = write_outputs(out, scores, metrics, methods, run_info, blind_res["auc"] if blind_res else None,
+                           write_scores=False)
+    phases.lap("report and plots")
+    ids.publish(dest, out, {"job": "evaluate", "fingerprint": job_fp, "counts": counts, "run_id": run["run_id"]})
+    return {"report": str(report), "metrics": metrics, "counts": counts, "seconds": run_info["seconds"],
+            "blind": blind_res["auc"] if blind_res else None, "phases_s": phases.laps}
+
+
+@dataclass(frozen=True)
+class TextOnlySetup:
+    """What the probe settled before anything is planned: the server's model, the prompts, the sampling settings,
+    the request kinds the methods need, and whether DE-COP's paraphrases are made locally."""
+
+    model: object  # jobs.kit.text_only.TextOnlyModel
+    prompts: dict
+    settings: object  # scoring.generation.kinds.Settings
+    kinds: tuple
+    local_paraphrases: bool
+    paraphrases: str | None
+
+    @classmethod
+    def probe(cls, cfg, methods) -> "TextOnlySetup":
+        from jobs.kit.text_only import check_methods, text_only_model
+        from scoring.generation.prompts import load_prompts
+        from scoring.generation.scores import kinds_of
+
+        model = text_only_model(cfg)
+        check_methods(methods, model)
+        prompts = load_prompts(cfg.prompts)
+        log(f"server: {model.api.base}/{model.endpoint} honours n={model.probe.get('n')}, seed="
+            f"{model.probe.get('seed_accepted')} (reproducible: {model.probe.get('seed_reproducible')}), top_p="
+            f"{model.probe.get('top_p')}, stop={model.probe.get('stop')}, generated-token logprobs="
+            f"{model.probe.get('generated_logprobs')}")
+        return cls(model, prompts, model.settings(cfg, prompts), tuple(kinds_of(methods)),
+                   cfg.decop_paraphrases not in (None, "served"), cfg.decop_paraphrases)
+
+    def fingerprint(self, cfg, methods, input_identity) -> str:
+        """What a part's generations and scores depend on (the job's identity and the part store's)."""
+        from jobs.kit import identity as ids
+
+        return ids.json_digest({"settings": asdict(self.settings), "model": self.model.identity(),
+                                "methods": [m.column for m in methods], "input": input_identity,
+                                "paraphrases": self.paraphrases, "tool": ids.tool_version(), "plane": "generate-1"})
+
+    def served_record(self) -> dict:
+        m = self.model
+        return {"api_base": m.api.base, "model": m.api.model, "mode": "none", "endpoint": m.endpoint,
+                "concurrency_per_actor": m.api.concurrency}
+
+
+def generate_benchmark(cfg, setup: TextOnlySetup, methods, benchmark: str, dest, job_fp: str, phases, *,
+                       requester_pays: bool = False, on_admitted=None) -> dict:
+    """Plan `benchmark`'s parts, survey them (ids and each part's request plan), print the plan, hold it against
+    --max-requests / --max-tokens, and generate, score and write every part the budget admits (evaluate's text-only
+    run and `tidemark cutoff --api-logprobs none` share it). Returns {"run", "survey", "plan"}, or {"dry_run": plan}
+    with --dry-run; raises BudgetExceeded, after saving the parts that fit, when the budget does not cover them all.
+    `on_admitted()` runs once every part is admitted, before the generation starts."""
+    from jobs.parts.generation_parts import GEN_PART_DIRS, RequestPlanner
+    from jobs.parts.benchmark_parts import plan_parts
+    from jobs.plane.part_store import PartStore
+    from jobs.plane.survey import run_survey
+    from scoring.generation import plan as planning
+
+    parts = plan_parts(benchmark, cfg.shard_size, requester_pays)
+    planner = RequestPlanner(setup.kinds, setup.settings, cfg.tokenizer, setup.local_paraphrases)
     survey = run_survey(parts, count_tokens_of=None, prefix_shots=0, seed=cfg.seed, progress=cfg.progress,
                         planner=planner)
     store = PartStore(dest, job_fp, GEN_PART_DIRS)
@@ -72,64 +157,37 @@ def run_text_only(cfg) -> dict:
                                              if finished else ""))
     phases.lap("survey and plan")
     if cfg.dry_run:
-        return _dry_run(out, left, model, methods, phases)
+        return {"dry_run": left}
     if len(admitted) < len(pending):  # generate what fits, save it, and stop before the limit
         if admitted:
-            _generate(cfg, model, methods, settings, kinds, survey, store, finished | set(admitted), dest)
+            _generate(cfg, setup, methods, survey, store, finished | set(admitted), dest)
         raise BudgetExceeded(
             f"budget: the plan for the parts left is {planning.describe(left)}; {_limits(cfg)} covers "
             f"{len(admitted)} of {len(pending)} part(s), which were generated and saved; "
             f"{planning.describe(combine_left(pending, admitted))} remain: rerun with a limit that covers them "
             "(saved parts and answers are not paid again)")
-    blind = BlindBaselineJob.from_source(
-        {"benchmark": str(cfg.benchmark), "requester_pays": cfg.requester_pays, "rows_per_part": cfg.shard_size,
-         "prefix_ids": [], "cap": cfg.blind_sample}, cfg.seed, cfg.benchmark)
-    try:
-        run = _generate(cfg, model, methods, settings, kinds, survey, store, {p.index for p in survey.parts}, dest)
-    except BaseException:
-        blind.close()
-        raise
-    phases.lap("generate, score and write (workers)")
-    ledger, stats = run["ledger"], run["stats"]
+    if on_admitted:
+        on_admitted()
+    run = _generate(cfg, setup, methods, survey, store, {p.index for p in survey.parts}, dest)
+    ledger = run["ledger"]
     ledger.check("evaluate (text-only)")
     if ledger.rows_in != survey.n_good + survey.n_bad:
         from curation.io.ledger import ReconcileError
 
         raise ReconcileError(f"the parts account for {ledger.rows_in} rows; the survey read "
                              f"{survey.n_good + survey.n_bad}")
-    counts = {"in": ledger.rows_in, "scored": ledger.rows_out, "quarantined": ledger.quarantined, "recall_prefix": 0}
-    scores = read_parts(dest, "scores.parquet", ["id", "label", "bucket", "in_eval", *[m.column for m in methods]])
-    if scores is None or not scores.num_rows:
-        raise RuntimeError(f"no row could be scored; see {dest.child('quarantine.parquet')}")
-    metrics = compute_metrics(scores, methods, seed=cfg.seed, n_bootstrap=cfg.n_bootstrap, calibrate=cfg.calibrate,
-                              counts=counts)
-    phases.lap("metrics")
-    blind_res = blind.result_excluding(set(run["quarantined_ids"]))
-    phases.lap("blind baseline (waiting for it)")
-    from jobs.kit.text_only_report import examples, set_test, write_blind
+    return {"run": run, "survey": survey, "plan": whole}
 
-    write_blind(out, blind_res)
-    generation = {"probe": model.probe, "endpoint": model.endpoint,
-                  "settings": {k: v for k, v in asdict(settings).items() if k != "prompts"},
-                  "prompts": prompts, "kinds": list(kinds), "plan": whole, "spent": stats.get("api", {}),
-                  "spent_all_runs": run["spent_all_runs"],
-                  "not_scored": run["not_scored"], "decop_answers": run["answers"],
-                  "decop_paraphrases": cfg.decop_paraphrases, "journal": "_requests/"}
-    run_info = redact({"benchmark": str(cfg.benchmark), "model": cfg.model, "config": asdict(cfg), "counts": counts,
-                       "ledger": ledger.to_dict(), "mode": "text-only", "seconds": round(time.perf_counter() - t0, 2),
-                       "parts": stats, "survey": survey_json(survey), "fingerprint": job_fp,
-                       "blind_baseline": blind_res["source"] if blind_res else None,
-                       "blind_baseline_sample": (blind_res or {}).get("sample"), "phases_s": phases.laps,
-                       "served_model": {"api_base": model.api.base, "model": model.api.model, "mode": "none",
-                                        "endpoint": model.endpoint, "concurrency_per_actor": model.api.concurrency},
-                       "generation": generation, "set_test": set_test(scores, cfg.set_test, methods),
-                       "examples": examples(dest, scores, methods), "command": command_line()})
-    report = write_outputs(out, scores, metrics, methods, run_info, blind_res["auc"] if blind_res else None,
-                           write_scores=False)
-    phases.lap("report and plots")
-    ids.publish(dest, out, {"job": "evaluate", "fingerprint": job_fp, "counts": counts, "run_id": run["run_id"]})
-    return {"report": str(report), "metrics": metrics, "counts": counts, "seconds": run_info["seconds"],
-            "blind": blind_res["auc"] if blind_res else None, "phases_s": phases.laps}
+
+def generation_record(setup: TextOnlySetup, gen: dict) -> dict:
+    """run.json's `generation`: what the server honours, the settings and prompts, the plan and what was spent."""
+    run = gen["run"]
+    return {"probe": setup.model.probe, "endpoint": setup.model.endpoint,
+            "settings": {k: v for k, v in asdict(setup.settings).items() if k != "prompts"},
+            "prompts": setup.prompts, "kinds": list(setup.kinds), "plan": gen["plan"],
+            "spent": run["stats"].get("api", {}), "spent_all_runs": run["spent_all_runs"],
+            "not_scored": run["not_scored"], "decop_answers": run["answers"],
+            "decop_paraphrases": setup.paraphrases, "journal": "_requests/"}
 
 
 def text_only_methods(cfg) -> list:
@@ -149,7 +207,7 @@ def text_only_methods(cfg) -> list:
     return methods
 
 
-def _generate(cfg, model, methods, settings, kinds, survey, store, work_ids: set, dest) -> dict:
+def _generate(cfg, setup: TextOnlySetup, methods, survey, store, work_ids: set, dest) -> dict:
     """The part loop over the parts that are done or admitted; returns the ledger, stats and what the report
     needs from the part summaries."""
     from dataclasses import asdict as as_dict
@@ -162,10 +220,11 @@ def _generate(cfg, model, methods, settings, kinds, survey, store, work_ids: set
     from jobs.plane.scoring_pool import ModelBranch, ScoringSpec, part_items, run_pipeline
     from jobs.plane.tasks import hooks_from_env
 
+    model = setup.model
     spec = ScoringSpec((ModelBranch(cfg.model, (), api=model.api.to_dict()),), actors=cfg.actors,
                        hooks=hooks_from_env(), stall_timeout_s=cfg.stall_timeout)
-    generation = {"api": model.api_dict(), "chat": model.chat, "settings": as_dict(settings), "kinds": list(kinds),
-                  "tokenizer": cfg.tokenizer, "paraphrases": cfg.decop_paraphrases,
+    generation = {"api": model.api_dict(), "chat": model.chat, "settings": as_dict(setup.settings),
+                  "kinds": list(setup.kinds), "tokenizer": cfg.tokenizer, "paraphrases": setup.paraphrases,
                   "caps": {i: p["requests"] for i, p in survey.plans.items()}}
     stages = generation_stages(spec, {"dest": dest.uri, "methods": list(methods)}, generation)
     stats = {"parts": len(survey.parts), "reused": 0, "scored": 0, "streamed": 0, "detect_write_s": 0.0}

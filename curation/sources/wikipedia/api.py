@@ -12,6 +12,9 @@ Requests (all `action=query`/`action=parse` with `format=json&formatversion=2`, 
 3. text revision: with `text_as_of`, pages created by then take `prop=revisions&rvdir=older&rvstart=<date>
    &rvlimit=1` (the revision at or before the date), so member texts carry no later edits. Pages created after
    the date take their latest revision: with `text_as_of: member_cutoff` they can only be non-members.
+   `text_as_of: creation_month_end` takes each page's revision as of the last second (UTC) of the month it was
+   created in: the article as first written, without the years of later edits (what a set of documents dated by
+   their creation month needs).
 4. plain text: `action=parse&oldid=<revid>` (or `pageid=` for the latest) renders that revision to HTML, and
    `html_to_text` keeps the prose paragraphs and list items up to "See also"/"References". TextExtracts
    (`prop=extracts`, what `wikipedia-api` uses for `page.text`) only serves the current revision, so it cannot
@@ -32,9 +35,10 @@ a page listed under several categories must be yielded once.
 
 source_cfg keys: `categories` (list of titles), `category_months` ({from: "2023-01", to: "2023-12", pattern:
 "Category:{month} {year} events"}, or a list of such ranges), `depth` (1), `lang` ("en"), `api` (default from lang), `user_agent`,
-`text_as_of` (a date, or "member_cutoff" to take `member_cutoff` from the same section), `skip_title_patterns`
-(regexes, searched), `created_after`/`created_before` or `prefilter_by_cutoffs`, `max_pages` (pages enumerated),
-and the HTTP knobs `min_interval_s`, `max_retries`, `backoff_s`, `max_backoff_s`, `timeout_s`, `maxlag`.
+`text_as_of` (a date, "member_cutoff" to take `member_cutoff` from the same section, or "creation_month_end"),
+`skip_title_patterns` (regexes, searched), `created_after`/`created_before` or `prefilter_by_cutoffs`, `max_pages`
+(pages enumerated), and the HTTP knobs `min_interval_s`, `max_retries`, `backoff_s`, `max_backoff_s`, `timeout_s`,
+`maxlag`.
 """
 from __future__ import annotations
 
@@ -51,10 +55,12 @@ from curation.document import Document, utc
 from curation.io.http import Fetch, HttpError, JsonClient
 from curation.sources.wikipedia.wikitext import (  # one list of apparatus headings, one repair, for both sources
     STOP_SECTIONS, repair_punctuation)
+from scoring.cutoff.periods import month_end, month_of
 
 STAGE = "source.wikipedia"
 DEFAULT_USER_AGENT = "tidemark/0.1 (membership-inference benchmark builder; set source.user_agent to your contact)"
 CATEGORY_NS, ARTICLE_NS = 14, 0
+CREATION_MONTH_END = "creation_month_end"  # text_as_of: a date per page, the end of its creation month
 # Rendered boxes and apparatus that are not prose (class names of MediaWiki's and enwiki's templates).
 DROP_CLASSES = {"infobox", "navbox", "vertical-navbox", "hatnote", "reflist", "references", "reference",
                 "mw-editsection", "thumb", "ambox", "metadata", "noprint", "toc", "shortdescription",
@@ -106,14 +112,23 @@ def _as_datetime(value: Any) -> datetime:
 
 
 def resolve_text_as_of(cfg: Mapping[str, Any]) -> datetime | None:
+    """The one date texts are taken as of, or None (latest texts). `creation_month_end` has no one date: each
+    page's is `creation_month_end(created)`."""
     value = cfg.get("text_as_of")
     if value in (None, ""):
         return None
+    if value == CREATION_MONTH_END:
+        raise ValueError("text_as_of: creation_month_end is a date per page (creation_month_end(created))")
     if isinstance(value, str) and not value[:1].isdigit():
         if cfg.get(value) in (None, ""):
             raise ValueError(f"text_as_of refers to {value!r}, which is not set in the source section")
         value = cfg[value]
     return _as_datetime(value)
+
+
+def creation_month_end(created: datetime) -> datetime:
+    """The last second (UTC) of the month `created` falls in: a page's text date under `creation_month_end`."""
+    return month_end(month_of(created))
 
 
 def created_windows(cfg: Mapping[str, Any]) -> list[tuple[datetime | None, datetime | None]]:
@@ -269,7 +284,8 @@ def iter_documents(source_cfg: Mapping[str, Any], fetch: Fetch | None = None) ->
     fetch = fetch or make_fetch(cfg)
     lang = cfg.get("lang", "en")
     maxlag = cfg.get("maxlag", 5)
-    as_of = resolve_text_as_of(cfg)
+    per_page = cfg.get("text_as_of") == CREATION_MONTH_END
+    as_of = None if per_page else resolve_text_as_of(cfg)
     windows = created_windows(cfg)
     skips = [re.compile(p) for p in cfg.get("skip_title_patterns") or []]
     max_pages = cfg.get("max_pages")
@@ -290,11 +306,12 @@ def iter_documents(source_cfg: Mapping[str, Any], fetch: Fetch | None = None) ->
             if not _in_windows(created, windows):
                 yield _quarantine(lang, page, "created_outside_window", created.isoformat(), created)
                 continue
-            use_as_of = as_of is not None and created <= as_of
+            page_as_of = creation_month_end(created) if per_page else as_of
+            use_as_of = page_as_of is not None and created <= page_as_of
             if use_as_of:
-                rev = revision_as_of(fetch, page["pageid"], as_of, maxlag)
+                rev = revision_as_of(fetch, page["pageid"], page_as_of, maxlag)
                 if rev is None:
-                    yield _quarantine(lang, page, "no_revision_as_of", as_of.isoformat(), created)
+                    yield _quarantine(lang, page, "no_revision_as_of", page_as_of.isoformat(), created)
                     continue
                 parsed = parse_html(fetch, revid=rev["revid"], maxlag=maxlag)
             else:
@@ -316,7 +333,7 @@ def iter_documents(source_cfg: Mapping[str, Any], fetch: Fetch | None = None) ->
             meta={"pageid": page["pageid"], "lang": lang, "category": page["category"],
                   "category_depth": page["depth"], "first_revid": first["revid"], "text_revid": parsed.get("revid"),
                   "text_timestamp": rev["timestamp"] if use_as_of else None,
-                  "text_as_of": as_of.isoformat() if use_as_of else None,
+                  "text_as_of": page_as_of.isoformat() if use_as_of else None,
                   "revision_url": f"https://{lang}.wikipedia.org/w/index.php?oldid={parsed.get('revid')}"})
 
 
@@ -324,14 +341,15 @@ def snapshot(source_cfg: Mapping[str, Any]) -> dict:
     """What the release manifest records: where and what was crawled, and when. Makes no requests: category
     membership is not versioned by MediaWiki, so the crawl date plus the per-document revids is the record."""
     cfg = dict(source_cfg)
-    as_of = resolve_text_as_of(cfg)
+    per_page = cfg.get("text_as_of") == CREATION_MONTH_END
+    as_of = None if per_page else resolve_text_as_of(cfg)
     return {
         "kind": "wikipedia",
         "api": api_url(cfg),
         "lang": cfg.get("lang", "en"),
         "categories": root_categories(cfg),
         "depth": int(cfg.get("depth", 1)),
-        "text_as_of": as_of.isoformat() if as_of else None,
+        "text_as_of": CREATION_MONTH_END if per_page else as_of.isoformat() if as_of else None,
         "skip_title_patterns": list(cfg.get("skip_title_patterns") or []),
         "created_windows": [[a.isoformat() if a else None, b.isoformat() if b else None]
                             for a, b in created_windows(cfg)],

