@@ -19,6 +19,9 @@ Benchmarks (each writes <out>/<name>.json; all together <out>/summary.md and <ou
   canary      the canary test's false-positive rate under the null (1,000 re-drawn coins on canaries no model saw)
               and its power against repetitions and canary length (tiny GPT-2s trained with planted canaries;
               also canary.md and canary.png)
+  cutoff      `tidemark cutoff` on controlled dated studies: the cutoff recovered per source, the false-positive
+              rate of p_no_cutoff over re-drawn null sets (models trained on every month or none), a step in the
+              texts with and without a reference model, versions, and a text-only run (also cutoff.md, cutoff.png)
   generation  text-only audits (--api-logprobs none) against the loopback server: a known-membership study over
               completions and chat, the set test under the null, requests/s at concurrency 1/4/8 vs a plain
               sequential client loop, and each method's cost per 1,000 rows (also generation.md)
@@ -39,7 +42,7 @@ import traceback
 from pathlib import Path
 
 BENCHES = ("throughput", "memory", "detectors", "e2e", "curation", "shift_audit", "api", "paraphrase", "canary",
-           "generation", "chaos")
+           "generation", "cutoff", "chaos")
 
 FULL = {
     "throughput": {"models": {"gpt2-tiny": {"tokens": 16384, "repeats": 2}, "gpt2-36m": {"tokens": 4096, "repeats": 1}},
@@ -53,6 +56,7 @@ FULL = {
     "paraphrase": None,  # bench/paraphrase_study.py's FULL
     "canary": None,  # bench/canary_bench.py's FULL
     "generation": None,  # bench/generation_bench.py's FULL
+    "cutoff": None,  # bench/cutoff_bench.py's FULL
     "chaos": None,  # every scenario of bench/chaos_bench.py
 }
 QUICK = {
@@ -66,6 +70,7 @@ QUICK = {
     "paraphrase": "quick",  # bench/paraphrase_study.py's QUICK
     "canary": "quick",  # bench/canary_bench.py's QUICK
     "generation": "quick",  # bench/generation_bench.py's QUICK
+    "cutoff": "quick",  # bench/cutoff_bench.py's QUICK
     "chaos": ("evaluate-node-loss",),
 }
 PASSAGE_WORDS = 104  # ~170 tokens with the tiny model's 2000-token BPE (the "~170 tokens")
@@ -127,6 +132,11 @@ def main(argv: list[str] | None = None) -> int:
 
         (out / "canary.md").write_text(canary_md(results["canary"]))
         plot_canary(results["canary"], out / "canary.png")
+    if "cutoff" in results:
+        from bench.cutoff_bench import markdown as cutoff_md, plot as plot_cutoff
+
+        (out / "cutoff.md").write_text(cutoff_md(results["cutoff"]))
+        plot_cutoff(results["cutoff"], out / "cutoff.png")
     if "generation" in results:
         from bench.generation_bench import markdown as generation_md
 
@@ -279,6 +289,12 @@ def run_generation(cfg, work: Path, shared: dict) -> dict:
     return run_bench(G_QUICK if cfg == "quick" else G_FULL, work / "generation")
 
 
+def run_cutoff(cfg, work: Path, shared: dict) -> dict:
+    from bench.cutoff_bench import FULL as C_FULL, QUICK as C_QUICK, run_bench
+
+    return run_bench(C_QUICK if cfg == "quick" else C_FULL, work / "cutoff")
+
+
 def run_chaos(cfg, work: Path, shared: dict) -> dict:
     from bench.chaos_bench import SCENARIOS, all_held, run_chaos as chaos
 
@@ -290,7 +306,7 @@ def run_chaos(cfg, work: Path, shared: dict) -> dict:
 
 RUNNERS = {"throughput": run_throughput, "memory": run_memory, "detectors": run_detectors, "e2e": run_e2e,
            "curation": run_curation, "shift_audit": run_shift_audit, "api": run_api, "paraphrase": run_paraphrase,
-           "canary": run_canary, "generation": run_generation, "chaos": run_chaos}
+           "canary": run_canary, "generation": run_generation, "cutoff": run_cutoff, "chaos": run_chaos}
 
 
 if __name__ == "__main__":

@@ -154,6 +154,11 @@ def render_summary(results: dict, errors: dict, total: float, args) -> str:
 
         lines += ["## Text-only audits: known membership, the null, throughput, cost", "",
                   generation_md(results["generation"])]
+    if "cutoff" in results:
+        from bench.cutoff_bench import markdown as cutoff_md
+
+        lines += ["## Training cutoffs: recovery, the null, a step in the texts, versions, text only", "",
+                  cutoff_md(results["cutoff"])]
     if "chaos" in results:
         lines += ["## Node loss on a two-node Ray cluster", "",
                   "| scenario | fault at (s) | what the job did | seconds (clean) | lost | identical | counts |",

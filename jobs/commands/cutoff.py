@@ -143,6 +143,7 @@ def _measure(cfg: CutoffConfig) -> dict:
     from jobs.kit.identity import open_output
     from jobs.kit.log import PhaseClock
     from jobs.kit.runtime import start_runner
+    from jobs.kit.served_model import run_record
     from jobs.parts.cutoff_scoring import SCORING, SCORING_REF, assemble, score_log_prob, score_text_only
     from jobs.parts.dated_rows import run_staging, staging_summary
     from jobs.plane.local_plane import local_input_bytes, local_plane
@@ -166,14 +167,20 @@ def _measure(cfg: CutoffConfig) -> dict:
                              months=months if cfg.texts else None, progress=cfg.progress)
         staging = staging_summary(staged)
         phases.lap("staging (workers)")
-        scoring = {}
+        scoring, served_info = {}, {}
         if cfg.text_only:
+            from jobs.parts.text_only_evaluation import generation_record
+
             gen = score_text_only(cfg, methods, dest, phases)
             if "dry_run" in gen:
                 return _dry_run(out, gen["dry_run"])
             scoring["target"] = gen["run"]["stats"]
+            # what evaluate's text-only run.json records: the server, what it honours, the plan and what was spent
+            served_info = {"served_model": gen["setup"].served_record(),
+                           "generation": generation_record(gen["setup"], gen)}
         else:
             scoring["target"] = score_log_prob(cfg, methods, dest, model=cfg.model, served=served, sub=SCORING).stats
+            served_info = {"served_model": run_record(served, scoring["target"].get("api"))}
             if cfg.ref_model:
                 scoring["reference"] = score_log_prob(cfg, methods, dest, model=cfg.ref_model, served=None,
                                                       sub=SCORING_REF).stats
@@ -183,7 +190,7 @@ def _measure(cfg: CutoffConfig) -> dict:
     atomic_write_parquet(rows, rows_path)
     atomic_write_parquet(quarantine, q_path)
     phases.lap("rows.parquet")
-    run = {"texts": cfg.texts, "dated_set": built, "staging": staging, "scoring": scoring,
+    run = {"texts": cfg.texts, "dated_set": built, "staging": staging, "scoring": scoring, **served_info,
            "runner": {"used": runner, "why": why}, "phases_s": phases.laps}
     return _estimate_and_write(cfg, dest, out, rows=rows, counts=counts, run=run, t0=t0, dated=dated)
 

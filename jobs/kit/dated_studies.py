@@ -29,10 +29,12 @@ def truth(study) -> dict:
 
 def build_study(out_dir: str | Path, *, kind: str = "cutoff", first: str = "2020-01", months: int = 18,
                 cutoff: int | None = 10, train_steps: int = 400, seed: int = 0, train: dict | None = None,
-                model_dir: str = "model", **study_kwargs) -> dict:
+                model_dir: str = "model", threads: int | None = 1, **study_kwargs) -> dict:
     """Write a study (kind `cutoff`: new documents of two sources; `versions`: one document set's monthly versions)
-    and train its model; returns the paths and the truth."""
+    and train its model with `threads` torch threads (one: a tiny model gains nothing from more, and two stall on
+    a busy 2-core machine); returns the paths and the truth."""
     from jobs.kit.studies import train_tiny_gpt2
+    from scoring.studies.contamination import torch_threads
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -41,6 +43,7 @@ def build_study(out_dir: str | Path, *, kind: str = "cutoff", first: str = "2020
     dated = write_dated(study, out)
     facts = truth(study)
     (out / "truth.json").write_text(json.dumps(facts, indent=1))
-    record = train_tiny_gpt2(study.train_texts, out / model_dir, tokenizer_texts=study.tokenizer_texts,
-                             steps=train_steps, seed=seed, **{**KNOWN_MEMBERSHIP_TRAINING, **(train or {})})
+    with torch_threads(threads):
+        record = train_tiny_gpt2(study.train_texts, out / model_dir, tokenizer_texts=study.tokenizer_texts,
+                                 steps=train_steps, seed=seed, **{**KNOWN_MEMBERSHIP_TRAINING, **(train or {})})
     return {"dated": str(dated), "model": record["path"], "train": record, "truth": facts, "rows": study.rows}

@@ -64,7 +64,11 @@ def normalise(matrix: np.ndarray, how: str = "center") -> np.ndarray:
 
 
 def _curve(z: np.ndarray) -> np.ndarray:
-    with np.errstate(invalid="ignore"):
+    """The mean normalised score per month; NaN for a month no group has (a resample may draw none that has it)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
         return np.nanmean(z, axis=-2)
 
 

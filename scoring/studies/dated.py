@@ -70,9 +70,11 @@ def _month_date(first_month: int, t: int) -> str:
 
 
 def cutoff_study(*, first_month: int, months: int, per_month: int, cutoff: int | None, words: int = 64,
-                 sources=SOURCES, spare: int = 0, background: int = 200, repeats: int = 3, seed: int = 0) -> DatedStudy:
-    """See the module docstring. The block each source's range starts at is seeded; `background` passages per
-    source come from outside that block."""
+                 sources=SOURCES, spare: int = 0, background: int = 200, repeats: int = 3, seed: int = 0,
+                 in_source_order: tuple = ()) -> DatedStudy:
+    """See the module docstring. The passages each source's months take are seeded; `background` passages per
+    source come from the others. Sources in `in_source_order` fill the months with consecutive passages in the
+    source's own order instead (pydoc: a topic or two a month, a step in the texts where the topic changes)."""
     rng = np.random.default_rng(seed)
     rows, train, tok = [], [], []
     need = months * (per_month + spare)
@@ -80,7 +82,8 @@ def cutoff_study(*, first_month: int, months: int, per_month: int, cutoff: int |
         pool = source_passages(source, words)
         if len(pool) < need + background:
             raise ValueError(f"{source}: {len(pool)} passages of {words} words, {need + background} needed")
-        picked = _dated_order(source, len(pool), need, rng)
+        picked = (int(rng.integers(0, len(pool) - need + 1)) + np.arange(need) if source in in_source_order
+                  else _dated_order(source, len(pool), need, rng))
         block = [pool[i] for i in picked]
         rest = np.setdiff1d(np.arange(len(pool)), picked)
         back = [pool[i] for i in rng.choice(rest, size=background, replace=False)]
@@ -97,7 +100,8 @@ def cutoff_study(*, first_month: int, months: int, per_month: int, cutoff: int |
                     train += [text] * repeats
     return DatedStudy(rows, train, tok, first_month, months, cutoff,
                       {"sources": list(sources), "per_month": per_month, "spare": spare, "words": words,
-                       "background": background, "repeats": repeats, "seed": seed})
+                       "background": background, "repeats": repeats, "seed": seed,
+                       "in_source_order": list(in_source_order)})
 
 
 def _dated_order(source: str, n: int, need: int, rng: np.random.Generator) -> np.ndarray:
@@ -115,10 +119,10 @@ def edit(words: list[str], new: list[str], rng: np.random.Generator, span: int) 
     return words[:at] + new[:span] + words[at + span:]
 
 
-def versions_study(*, first_month: int, months: int, groups: int, cutoff: int, words: int = 64, span: int = 10,
+def versions_study(*, first_month: int, months: int, groups: int, cutoff: int | None, words: int = 64, span: int = 10,
                    edits_per_month: int = 1, background: int = 200, repeats: int = 3, seed: int = 0) -> DatedStudy:
     """See the module docstring: group g's month-t version is month t-1's with `edits_per_month` edits of `span`
-    words; the model trains on month `cutoff`'s versions (repeated) beside background passages."""
+    words; the model trains on month `cutoff`'s versions (repeated; None: on none) beside background passages."""
     rng = np.random.default_rng(seed)
     pool = source_passages("sotu", words)
     order = rng.permutation(len(pool))
@@ -148,9 +152,10 @@ def versions_study(*, first_month: int, months: int, groups: int, cutoff: int, w
 
 def redraw(rows: list[dict], per_month: int, rng: np.random.Generator) -> list[int]:
     """Indices of a re-drawn dated set: `per_month` rows per (source, month) chosen at random among the scored rows
-    (the study's spare rows included). For a model that read none (or all) of the months, every re-drawn set is
-    a null set: the false-positive rate of p_no_cutoff is measured over many of them."""
+    (the study's spare rows included; rows as rows.parquet has them: `source` and `period`). For a model that read
+    none (or all) of the months, every re-drawn set is a null set: the false-positive rate of p_no_cutoff is
+    measured over many of them."""
     cells: dict[tuple, list[int]] = {}
     for i, r in enumerate(rows):
-        cells.setdefault((r["source"], r["date"]), []).append(i)
+        cells.setdefault((r["source"], r["period"]), []).append(i)
     return sorted(i for idx in cells.values() for i in rng.choice(idx, size=min(per_month, len(idx)), replace=False))

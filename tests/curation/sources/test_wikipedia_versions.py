@@ -3,8 +3,9 @@
 tests/fixtures/mediawiki/versions/ (a subfolder, so the source test's FixtureFetch, which reads *.json of the
 folder above, does not see these) holds the category listing as {"request", "response"} and one file per page:
 its revision history and the `action=parse` bodies by revid, in the API's formatversion=2 shapes. `HistoryFetch`
-answers revision queries from the history the way the API does (rvdir=older from rvstart: the latest revision at
-or before it; rvdir=newer: the first). The scenario, months 2016-01..2016-06, depth 0:
+(tests/mediawiki_fake.py, which also serves the same answers over HTTP) answers revision queries from the history
+the way the API does (rvdir=older from rvstart: the latest revision at or before it; rvdir=newer: the first). The
+scenario, months 2016-01..2016-06, depth 0:
 
     Category:Example places
       201 Alpha Town         created 2010; 2016-03-14 edit removes "It has a mill." and adds "It hosts a yearly
@@ -20,60 +21,17 @@ Seeded order (sha256 of seed and pageid) for seed 0: 204, 202, 203, 206, 201; fo
 """
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
-from curation.io.http import HttpError
 from curation.sources.wikipedia import versions as wv
+from mediawiki_fake import HistoryFetch
 from scoring.cutoff.periods import month_index
 
-VERSIONS = Path(__file__).resolve().parents[2] / "fixtures" / "mediawiki" / "versions"
 CFG = {"categories": ["Category:Example places"], "depth": 0, "skip_title_patterns": [r"^List of"]}
 JAN, JUN = month_index(2016, 1), month_index(2016, 6)
 MONTHS = ["2016-01", "2016-02", "2016-03", "2016-04", "2016-05", "2016-06"]
 
 pytestmark = pytest.mark.usefixtures("no_network")
-
-
-class HistoryFetch:
-    """A `fetch(params) -> dict` over the fixture histories; records every request. `fail(params)` returning true
-    makes that request raise HttpError (a request that failed for good)."""
-
-    def __init__(self, reverse_listing: bool = False, fail=None):
-        self.listing = json.loads((VERSIONS / "categorymembers_example_places.json").read_text())
-        if reverse_listing:
-            members = self.listing["response"]["query"]["categorymembers"]
-            self.listing["response"]["query"]["categorymembers"] = members[::-1]
-        self.pages = {p["pageid"]: p for p in (json.loads(f.read_text()) for f in sorted(VERSIONS.glob("page_*")))}
-        self.fail, self.calls = fail, []
-
-    def __call__(self, params) -> dict:
-        self.calls.append(dict(params))
-        assert params["format"] == "json" and params["formatversion"] == 2 and params["maxlag"] == 5
-        if self.fail and self.fail(params):
-            raise HttpError("HTTP 503 (gave up after 5 attempts)", 503)
-        if params.get("list") == "categorymembers":
-            assert {k: params[k] for k in self.listing["request"]} == self.listing["request"]
-            return self.listing["response"]
-        if params["action"] == "parse":
-            assert "pageid" not in params and params["prop"] == "text|revid"
-            return next(p["parse"][str(params["oldid"])] for p in self.pages.values()
-                        if str(params["oldid"]) in p["parse"])
-        assert params["prop"] == "revisions" and params["rvlimit"] == 1 and params["rvprop"] == "ids|timestamp"
-        page = self.pages[params["pageids"]]
-        revs = page["revisions"]
-        hits = revs if params["rvdir"] == "newer" else [r for r in revs[::-1] if r["timestamp"] <= params["rvstart"]]
-        body = {"batchcomplete": True, "query": {"pages": [
-            {"pageid": page["pageid"], "ns": 0, "title": page["title"], **({"revisions": hits[:1]} if hits else {})}]}}
-        if len(hits) > 1:  # more revisions that way: the API says so, and the crawl does not follow it
-            stamp = "".join(c for c in hits[1]["timestamp"] if c.isdigit())
-            body = {"continue": {"rvcontinue": f"{stamp}|{hits[1]['revid']}", "continue": "||"}, **body}
-        return body
-
-    def count(self, **match) -> int:
-        return sum(all(c.get(k) == v for k, v in match.items()) for c in self.calls)
 
 
 def crawl(articles=3, words=16, seed=0, fetch=None, cfg=None):

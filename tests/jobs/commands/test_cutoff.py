@@ -25,6 +25,7 @@ BAD = [{"id": "bad-date", "text": "a text", "date": "sometime in 2020", "source"
 def study(tmp_path_factory):
     from jobs.kit.dated_studies import build_study
     from jobs.kit.studies import train_tiny_gpt2
+    from scoring.studies.contamination import torch_threads
 
     root = tmp_path_factory.mktemp("cutoff_study")
     res = build_study(root, months=20, cutoff=9, per_month=12, words=48, train_steps=600, repeats=4, background=150)
@@ -32,8 +33,9 @@ def study(tmp_path_factory):
         fh.write("".join(json.dumps(b) + "\n" for b in BAD))
     # the reference reads none of the months: other passages of the same two sources
     dated = {r["text"] for r in res["rows"]}
-    ref = train_tiny_gpt2([t for t in _background() if t not in dated], root / "ref", steps=150, seed=1,
-                          context=64, batch_size=8)
+    with torch_threads(1):
+        ref = train_tiny_gpt2([t for t in _background() if t not in dated], root / "ref", steps=150, seed=1,
+                              context=64, batch_size=8)
     return {**res, "ref": ref["path"], "root": root}
 
 
