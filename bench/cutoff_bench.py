@@ -29,12 +29,12 @@ import numpy as np
 
 FULL = {"months": 24, "cut": 11, "per_month": 12, "spare": 12, "words": 48, "steps": 600, "repeats": 4,
         "background": 150, "seeds": (0, 1, 2), "null_seeds": (0, 1), "redraws": 300, "permutations": 9999,
-        "bootstrap": 1000, "versions": {"groups": 60, "months": 12, "cut": 6, "words": 64, "steps": 600},
-        "text_only": {"months": 10, "cut": 4, "per_month": 4, "words": 48, "repeats": 20, "steps": 150,
+        "bootstrap": 1000, "versions": {"groups": 60, "months": 12, "cut": 6, "words": 96, "steps": 600},
+        "text_only": {"months": 10, "cut": 4, "per_month": 4, "words": 48, "repeats": 20, "steps": 400,
                       "samples": 5}}
 QUICK = {"months": 14, "cut": 6, "per_month": 8, "spare": 8, "words": 40, "steps": 300, "repeats": 4,
          "background": 80, "seeds": (0,), "null_seeds": (0,), "redraws": 60, "permutations": 999, "bootstrap": 200,
-         "versions": {"groups": 30, "months": 8, "cut": 4, "words": 48, "steps": 300},
+         "versions": {"groups": 30, "months": 8, "cut": 4, "words": 96, "steps": 300},
          "text_only": {"months": 8, "cut": 3, "per_month": 3, "words": 40, "repeats": 20, "steps": 120,
                        "samples": 3}}
 METHODS = "min_k_pp,loss"
@@ -187,22 +187,27 @@ def text_step(cfg: dict, work: Path) -> dict:
 
 
 def versions(cfg: dict, work: Path) -> list[dict]:
+    """A model trained on month M's versions and one trained on none, each scored alone and minus a reference model
+    that read no version."""
     from jobs.kit.dated_studies import build_study
 
     v = cfg["versions"]
-    runs = []
+    runs, ref = [], None
     for label, cut in (("trained on one month's versions", v["cut"]), ("trained on no version", None)):
         d = work / f"versions-{cut}"
         s = build_study(d, kind="versions", months=v["months"], cutoff=cut, groups=v["groups"], words=v["words"],
                         train_steps=v["steps"], repeats=cfg["repeats"], background=cfg["background"])
-        rep = measure(s["dated"], s["model"], d / "out", cfg)
+        ref = ref or reference(s["rows"], {**cfg, "words": v["words"]}, ("sotu",), 0, work / "versions-reference")
         truth = s["truth"]["cutoff"]
-        for a in answers(rep):
-            runs.append({**a, "model": label, "truth": truth,
-                         "months_off": months_off(a["best"], truth) if truth else None,
-                         "ci_covers": bool(truth and a["cutoff_ci"] and a["cutoff_ci"][0] <= truth <= a["cutoff_ci"][1])})
-        log(f"versions ({label}): truth {truth}; " + "; ".join(f"{a['detector']} {a['cutoff']} {a['cutoff_ci']} "
-                                                               f"p={a['p']:.2g}" for a in answers(rep)))
+        for scores, kw in (("target alone", {}), ("target minus reference", {"ref_model": ref})):
+            rep = measure(s["dated"], s["model"], d / ("out" if not kw else "out-ref"), cfg, **kw)
+            for a in answers(rep):
+                runs.append({**a, "model": label, "scores": scores, "truth": truth,
+                             "months_off": months_off(a["best"], truth) if truth else None,
+                             "ci_covers": bool(truth and a["cutoff_ci"]
+                                               and a["cutoff_ci"][0] <= truth <= a["cutoff_ci"][1])})
+            log(f"versions ({label}, {scores}): truth {truth}; " + "; ".join(
+                f"{a['detector']} {a['cutoff']} {a['cutoff_ci']} p={a['p']:.2g}" for a in answers(rep)))
     return runs
 
 
@@ -243,6 +248,22 @@ def run_bench(cfg: dict, work: Path) -> dict:
     return res
 
 
+def pooled_rates(res: dict) -> dict:
+    """Per kind of scores (alone, minus reference): the share of p < 0.05 and < 0.01 over every null model, source,
+    detector and re-drawn set, with Wilson intervals (sets drawn from one model's pool are not independent of
+    each other: the pooled share averages over pools, the per-pool rows show how much one pool can move it)."""
+    pooled: dict = {}
+    for r in res["null"]["redrawn"]:
+        pooled.setdefault(r["scores"], []).extend(r["p_values"])
+    out = {}
+    for scores, ps in pooled.items():
+        ps = np.asarray(ps)
+        out[scores] = {"sets": int(ps.size), "p_values": ps,
+                       **{f"p_below_{a}": float((ps < a).mean()) for a in (0.05, 0.01)},
+                       **{f"p_below_{a}_ci": wilson(int((ps < a).sum()), ps.size) for a in (0.05, 0.01)}}
+    return out
+
+
 def _fmt(a: dict) -> str:
     ci = f"[{a['cutoff_ci'][0]}, {a['cutoff_ci'][1]}]" if a.get("cutoff_ci") else "-"
     return f"{a['cutoff'] or 'none'} | {ci} | {a['p']:.2g}"
@@ -272,16 +293,23 @@ def markdown(res: dict) -> str:
                      f"{a['p']:.2g} | {r['p_below_0.05']:.3f} [{r['p_below_0.05_ci'][0]:.3f}, "
                      f"{r['p_below_0.05_ci'][1]:.3f}] | {r['p_below_0.01']:.3f} [{r['p_below_0.01_ci'][0]:.3f}, "
                      f"{r['p_below_0.01_ci'][1]:.3f}] |")
+    for scores, r in pooled_rates(res).items():
+        lines.append(f"\nPooled, {scores}: p < 0.05 in {r['p_below_0.05']:.3f} [{r['p_below_0.05_ci'][0]:.3f}, "
+                     f"{r['p_below_0.05_ci'][1]:.3f}] and p < 0.01 in {r['p_below_0.01']:.3f} "
+                     f"[{r['p_below_0.01_ci'][0]:.3f}, {r['p_below_0.01_ci'][1]:.3f}] of {r['sets']:,} re-drawn "
+                     "sets (source x detector x model x seed).")
     lines += ["", "A step in the texts (Python's documentation in topic order, a model that read none of it):", "",
               "| scores | detector | cutoff | 95% CI | p | share of re-drawn sets with p < 0.01 |", "|---|---|---|---|---|---|"]
     for label, v in res["text_step"].items():
         rates = {r["detector"]: r for r in v["redrawn"]}
         for a in v["answers"]:
             lines.append(f"| {label} | {a['detector']} | {_fmt(a)} | {rates[a['detector']]['p_below_0.01']:.3f} |")
-    lines += ["", "Versions (each document edited every month; one model trained on month M's versions, one on none):",
-              "", "| model | detector | true M | most familiar month | 95% CI | p | CI covers M |", "|---|---|---|---|---|---|---|"]
+    lines += ["", "Versions (each document edited every month, whole sentences replaced; one model trained on month M's "
+              "versions, one on none; each scored alone and minus a reference model that read no version):", "",
+              "| model | scores | detector | true M | most familiar month | 95% CI | p | CI covers M |",
+              "|---|---|---|---|---|---|---|---|"]
     for r in res["versions"]:
-        lines.append(f"| {r['model']} | {r['detector']} | {r['truth'] or '-'} | {r['best']} | "
+        lines.append(f"| {r['model']} | {r['scores']} | {r['detector']} | {r['truth'] or '-'} | {r['best']} | "
                      f"{'[' + ', '.join(r['cutoff_ci']) + ']' if r['cutoff_ci'] else '-'} | {r['p']:.2g} | "
                      f"{'yes' if r['ci_covers'] else ('-' if not r['truth'] else 'no')} |")
     lines += ["", "Text only (loopback server, sampling, no log-probabilities; ngram_coverage per month):", "",
@@ -303,13 +331,9 @@ def plot(res: dict, path: Path) -> None:
     a.set_ylabel("answers (seed x source x detector)")
     a.set_title(f"Recovery ({missed} answer(s) found no cutoff)", fontsize=10)
     bins = np.linspace(0, 1, 21)
-    pooled: dict = {}
-    for r in res["null"]["redrawn"]:
-        pooled.setdefault(r["scores"], []).extend(r["p_values"])
-    for scores, ps in pooled.items():
-        ps = np.asarray(ps)
-        b.hist(ps, bins=bins, histtype="step", lw=1.5, density=True,
-               label=f"{scores}: p<0.05 in {(ps < 0.05).mean():.1%}, p<0.01 in {(ps < 0.01).mean():.1%}")
+    for scores, r in pooled_rates(res).items():
+        b.hist(r["p_values"], bins=bins, histtype="step", lw=1.5, density=True,
+               label=f"{scores}: p<0.05 in {r['p_below_0.05']:.1%}, p<0.01 in {r['p_below_0.01']:.1%}")
     b.axhline(1.0, color="grey", lw=0.8, ls=":")
     b.set_xlabel("p_no_cutoff on re-drawn null sets")
     b.set_ylabel("density (uniform = 1)")
@@ -326,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--work", default="/tmp/tidemark-cutoff-bench")
     args = ap.parse_args(argv)
-    from bench.common import environment, load_average, write_json
+    from bench.common import environment, load_average
 
     env = environment("cpu")
     res = run_bench(QUICK if args.quick else FULL, Path(args.work))

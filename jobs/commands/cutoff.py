@@ -123,6 +123,8 @@ def check(cfg: CutoffConfig) -> None:
         raise typer.BadParameter("--config needs --months FIRST..LAST")
     if cfg.versions and not cfg.config:
         raise typer.BadParameter("--versions builds Wikipedia versions from a recipe: give --config")
+    if cfg.overrides and not cfg.config:
+        raise typer.BadParameter("--set overrides a recipe's keys: it needs --config (with --texts there is none)")
     if cfg.ref_model and cfg.text_only:
         raise typer.BadParameter("--ref-model needs log-probabilities; a text-only run (--api-logprobs none) has none")
 
@@ -172,8 +174,10 @@ def _measure(cfg: CutoffConfig) -> dict:
             from jobs.parts.text_only_evaluation import generation_record
 
             gen = score_text_only(cfg, methods, dest, phases)
-            if "dry_run" in gen:
-                return _dry_run(out, gen["dry_run"])
+            if "dry_run" in gen:  # the plan alone (plan.md), as evaluate's text-only dry run writes it
+                from jobs.parts.text_only_evaluation import dry_run_report
+
+                return dry_run_report(out, gen["dry_run"], gen["setup"].model, methods, phases)
             scoring["target"] = gen["run"]["stats"]
             # what evaluate's text-only run.json records: the server, what it honours, the plan and what was spent
             served_info = {"served_model": gen["setup"].served_record(),
@@ -244,15 +248,6 @@ def _read_rows(spec: str):
     if not loc.exists(leaf):
         raise FileNotFoundError(f"--from-rows: {name} does not exist")
     return pq.read_table(io.BytesIO(loc.read_bytes(leaf)))
-
-
-def _dry_run(out, plan) -> dict:
-    from scoring.generation.plan import describe
-
-    path = out / "plan.md"
-    path.write_text(f"# Plan (dry run)\n\n{describe(plan)}\n")
-    return {"report": str(path), "json": None, "cutoff": None, "cutoff_ci": None, "p_no_cutoff": None,
-            "seconds": 0.0}
 
 
 def register(app: typer.Typer) -> None:

@@ -57,7 +57,7 @@ def run_text_only(cfg) -> dict:
             blind["job"].close()
         raise
     if "dry_run" in gen:
-        return _dry_run(out, gen["dry_run"], setup.model, methods, phases)
+        return dry_run_report(out, gen["dry_run"], setup.model, methods, phases)
     run, survey = gen["run"], gen["survey"]
     phases.lap("generate, score and write (workers)")
     ledger, stats = run["ledger"], run["stats"]
@@ -278,7 +278,7 @@ def _input_identity(cfg) -> list:
     return input_identity(cfg.benchmark, cfg.requester_pays)
 
 
-def _dry_run(out, plan, model, methods, phases) -> dict:
+def dry_run_report(out, plan, model, methods, phases) -> dict:
     """--dry-run: the plan as report.md (nothing else sent, nothing scored)."""
     from curation.io.atomic import atomic_write_text
     from scoring.generation.plan import describe

