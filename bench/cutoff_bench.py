@@ -66,7 +66,8 @@ def answers(report: dict) -> list[dict]:
     for s in report["sources"]:
         for det, a in [(s["detector"], s), *s["detectors"].items()]:
             out.append({"source": s["source"], "detector": det, "cutoff": a["cutoff"], "cutoff_ci": a["cutoff_ci"],
-                        "best": a["best_break"], "p": a["p_no_cutoff"], "differential": a["differential"]})
+                        "best": a["best_break"], "p": a["p_no_cutoff"], "differential": a["differential"],
+                        "at_range_edge": a.get("at_range_edge")})
     return out
 
 

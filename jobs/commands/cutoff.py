@@ -164,6 +164,8 @@ def _measure(cfg: CutoffConfig) -> dict:
     phases.lap("plan" if built is None else "dated set (built from the recipe)")
     runner, why = start_runner(cfg.runner, None if cfg.requester_pays else local_input_bytes(dated),
                                actors=cfg.actors, gpus_per_actor=cfg.gpus_per_actor)
+    if runner == "ray":
+        phases.lap("Ray start-up (or connect)")
     with local_plane(runner == "local"):
         staged = run_staging(dated, dest.uri, rows_per_part=cfg.shard_size, requester_pays=cfg.requester_pays,
                              months=months if cfg.texts else None, progress=cfg.progress)
@@ -195,11 +197,12 @@ def _measure(cfg: CutoffConfig) -> dict:
     atomic_write_parquet(quarantine, q_path)
     phases.lap("rows.parquet")
     run = {"texts": cfg.texts, "dated_set": built, "staging": staging, "scoring": scoring, **served_info,
-           "runner": {"used": runner, "why": why}, "phases_s": phases.laps}
-    return _estimate_and_write(cfg, dest, out, rows=rows, counts=counts, run=run, t0=t0, dated=dated)
+           "runner": {"used": runner, "why": why}}
+    return _estimate_and_write(cfg, dest, out, rows=rows, counts=counts, run=run, t0=t0, dated=dated, phases=phases)
 
 
-def _estimate_and_write(cfg: CutoffConfig, dest, out, *, rows, counts, run: dict, t0: float, dated=None) -> dict:
+def _estimate_and_write(cfg: CutoffConfig, dest, out, *, rows, counts, run: dict, t0: float, dated=None,
+                        phases=None) -> dict:
     from jobs.kit.identity import publish
     from jobs.kit.redact import redact
     from jobs.kit.report_out import command_line, write_html
@@ -219,6 +222,8 @@ def _estimate_and_write(cfg: CutoffConfig, dest, out, *, rows, counts, run: dict
                                  normalisation=cfg.normalisation)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
+    if phases is not None:
+        phases.lap("estimates")
     report = {**answers, "model": cfg.model, "ref_model": cfg.ref_model, "meaning": MEANING,
               "inputs": {**(describe_input(dated) if dated else {"rows": cfg.from_rows}), "months": cfg.months},
               "counts": counts, "seconds": round(time.perf_counter() - t0, 2)}
@@ -226,7 +231,10 @@ def _estimate_and_write(cfg: CutoffConfig, dest, out, *, rows, counts, run: dict
     (out / "curve.png").write_bytes(plot_curve(report))
     (out / "report.md").write_text(report_markdown(report))
     write_html(out, report_page(report, out))
+    if phases is not None:
+        phases.lap("report and plots")
     run_info = redact({"job": "cutoff", "config": asdict(cfg), "counts": counts, **run,
+                       **({"phases_s": phases.laps} if phases is not None else {}),
                        "seconds": report["seconds"], "command": command_line()})
     (out / "run.json").write_text(json.dumps(run_info, indent=2, default=str))
     publish(dest, out, {"job": "cutoff", "cutoff": report["cutoff"], "counts": counts})

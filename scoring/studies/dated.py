@@ -148,6 +148,8 @@ def versions_study(*, first_month: int, months: int, groups: int, cutoff: int | 
     addresses = sotu_sentences()
     order = rng.permutation(len(addresses))
     own, rest = order[:len(order) // 2], order[len(order) // 2:]
+    # a document's address must hold its 40 sentences and every edit's new sentence (some early addresses do not)
+    own = np.array([i for i in own if sum(len(x.split()) >= 5 for x in addresses[i]) >= 50 + months * edits_per_month])
     bases, fresh = [], []
     for i in rng.choice(own, size=groups, replace=groups > own.size):
         sentences = addresses[i]
