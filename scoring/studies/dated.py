@@ -141,9 +141,10 @@ def versions_study(*, first_month: int, months: int, groups: int, cutoff: int | 
     first `words` words (as the Wikipedia versions are), and each month `edits_per_month` edits each replace one of
     the sentences that start inside them with another sentence of the same address: text removed and added, whole
     sentences on the document's topic, so a later version reads as fluently as an earlier one (edits that cut
-    sentences, or bring in other addresses' topics, make later versions harder for every model: a drift, not a
-    cutoff, which a first version of this study showed). The model trains on month `cutoff`'s versions (repeated;
-    None: on none) beside background passages of the addresses no document comes from."""
+    sentences, bring in other addresses' topics, or break a run of contiguous sentences make later versions harder
+    for every model: a drift, not a cutoff, which earlier versions of this study showed). The model trains on month
+    `cutoff`'s versions (repeated; None: on none) beside background passages of the addresses no document comes
+    from."""
     rng = np.random.default_rng(seed)
     addresses = sotu_sentences()
     order = rng.permutation(len(addresses))
@@ -152,12 +153,13 @@ def versions_study(*, first_month: int, months: int, groups: int, cutoff: int | 
     own = np.array([i for i in own if sum(len(x.split()) >= 5 for x in addresses[i]) >= 50 + months * edits_per_month])
     bases, fresh = [], []
     for i in rng.choice(own, size=groups, replace=groups > own.size):
-        sentences = addresses[i]
-        at = int(rng.integers(0, max(1, len(sentences) - 40)))
-        bases.append(list(sentences[at:at + 40]))
-        # edits stay on the document's topic: sentences of the same address, outside the document
-        outside = [x for x in sentences[:at] + sentences[at + 40:] if len(x.split()) >= 5]
-        fresh.append(iter([outside[k] for k in rng.permutation(len(outside))]))
+        # a document is 40 of its address's sentences in a random order, and an edit puts another random sentence
+        # of the address in one's place: every version is drawn alike, so a model that read none finds no month
+        # more familiar (contiguous sentences would make the first version the most coherent one for every model)
+        sentences = [x for x in addresses[i] if len(x.split()) >= 5]
+        order = rng.permutation(len(sentences))
+        bases.append([sentences[k] for k in order[:40]])
+        fresh.append(iter([sentences[k] for k in order[40:]]))
     back_words = [w for i in rng.permutation(rest)[:40] for w in " ".join(addresses[i]).split()]
     back = [" ".join(back_words[k:k + words]) for k in range(0, len(back_words) - words + 1, words)][:background]
     rows, train, tok = [], list(back), list(back)

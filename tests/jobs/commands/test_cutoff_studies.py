@@ -32,11 +32,10 @@ def test_versions_recover_the_trained_month(tmp_path):
     trained = [r for r in runs if r["truth"]]
     assert trained and all(abs(r["months_off"]) <= 1 and r["ci_covers"] for r in trained)
     assert all(r["p"] < 0.01 for r in trained if r["detector"].startswith("min_k_pp"))
-    # a model that read no version: no cutoff minus a reference; alone, a drift every model shares can make the
-    # range's last (or first) month most familiar, which the answer flags as at the range's edge
+    # a model that read no version (versions drawn alike, so the within-group shuffle is exact): at alpha 0.01, at
+    # most one of its four answers (two detectors, alone and minus a reference) may report a month by chance
     untrained = [r for r in runs if not r["truth"]]
-    assert all(r["cutoff"] is None for r in untrained if r["scores"] == "target minus reference")
-    assert all(r["cutoff"] is None or r["at_range_edge"] for r in untrained)
+    assert len(untrained) == 4 and sum(r["cutoff"] is not None for r in untrained) <= 1
 
 
 def test_text_only_run_recovers_the_memorised_months(tmp_path):
