@@ -22,6 +22,9 @@ Benchmarks (each writes <out>/<name>.json; all together <out>/summary.md and <ou
   cutoff      `tidemark cutoff` on controlled dated studies: the cutoff recovered per source, the false-positive
               rate of p_no_cutoff over re-drawn null sets (models trained on every month or none), a step in the
               texts with and without a reference model, versions, and a text-only run (also cutoff.md, cutoff.png)
+  impact      `tidemark impact` on a controlled study (tiny GPT-2s, a leaked half of a word-problem benchmark): the
+              measured gap and difference-in-differences against the true gain, the clean score against the
+              uncontaminated twin's, the easy-items confound, ConStat and its null rate (also impact.md)
   generation  text-only audits (--api-logprobs none) against the loopback server: a known-membership study over
               completions and chat, the set test under the null, requests/s at concurrency 1/4/8 vs a plain
               sequential client loop, and each method's cost per 1,000 rows (also generation.md)
@@ -42,7 +45,7 @@ import traceback
 from pathlib import Path
 
 BENCHES = ("throughput", "memory", "detectors", "e2e", "curation", "shift_audit", "api", "paraphrase", "canary",
-           "generation", "cutoff", "chaos")
+           "generation", "cutoff", "impact", "chaos")
 
 FULL = {
     "throughput": {"models": {"gpt2-tiny": {"tokens": 16384, "repeats": 2}, "gpt2-36m": {"tokens": 4096, "repeats": 1}},
@@ -57,6 +60,7 @@ FULL = {
     "canary": None,  # bench/canary_bench.py's FULL
     "generation": None,  # bench/generation_bench.py's FULL
     "cutoff": None,  # bench/cutoff_bench.py's FULL
+    "impact": None,  # bench/impact_bench.py's FULL
     "chaos": None,  # every scenario of bench/chaos_bench.py
 }
 QUICK = {
@@ -71,6 +75,7 @@ QUICK = {
     "canary": "quick",  # bench/canary_bench.py's QUICK
     "generation": "quick",  # bench/generation_bench.py's QUICK
     "cutoff": "quick",  # bench/cutoff_bench.py's QUICK
+    "impact": "quick",  # bench/impact_bench.py's QUICK
     "chaos": ("evaluate-node-loss",),
 }
 PASSAGE_WORDS = 104  # ~170 tokens with the tiny model's 2000-token BPE (the "~170 tokens")
@@ -137,6 +142,10 @@ def main(argv: list[str] | None = None) -> int:
 
         (out / "cutoff.md").write_text(cutoff_md(results["cutoff"]))
         plot_cutoff(results["cutoff"], out / "cutoff.png")
+    if "impact" in results:
+        from bench.impact_bench import markdown as impact_md
+
+        (out / "impact.md").write_text(impact_md(results["impact"]))
     if "generation" in results:
         from bench.generation_bench import markdown as generation_md
 
@@ -295,6 +304,12 @@ def run_cutoff(cfg, work: Path, shared: dict) -> dict:
     return run_bench(C_QUICK if cfg == "quick" else C_FULL, work / "cutoff")
 
 
+def run_impact(cfg, work: Path, shared: dict) -> dict:
+    from bench.impact_bench import FULL as I_FULL, QUICK as I_QUICK, run_bench
+
+    return run_bench(I_QUICK if cfg == "quick" else I_FULL, work / "impact")
+
+
 def run_chaos(cfg, work: Path, shared: dict) -> dict:
     from bench.chaos_bench import SCENARIOS, all_held, run_chaos as chaos
 
@@ -306,7 +321,8 @@ def run_chaos(cfg, work: Path, shared: dict) -> dict:
 
 RUNNERS = {"throughput": run_throughput, "memory": run_memory, "detectors": run_detectors, "e2e": run_e2e,
            "curation": run_curation, "shift_audit": run_shift_audit, "api": run_api, "paraphrase": run_paraphrase,
-           "canary": run_canary, "generation": run_generation, "cutoff": run_cutoff, "chaos": run_chaos}
+           "canary": run_canary, "generation": run_generation, "cutoff": run_cutoff, "impact": run_impact,
+           "chaos": run_chaos}
 
 
 if __name__ == "__main__":

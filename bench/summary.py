@@ -159,6 +159,11 @@ def render_summary(results: dict, errors: dict, total: float, args) -> str:
 
         lines += ["## Training cutoffs: recovery, the null, a step in the texts, versions, text only", "",
                   cutoff_md(results["cutoff"])]
+    if "impact" in results:
+        from bench.impact_bench import markdown as impact_md
+
+        lines += ["## Contamination impact: a leaked half of a benchmark, measured against the truth", "",
+                  impact_md(results["impact"])]
     if "chaos" in results:
         lines += ["## Node loss on a two-node Ray cluster", "",
                   "| scenario | fault at (s) | what the job did | seconds (clean) | lost | identical | counts |",

@@ -32,6 +32,7 @@ JOB_MODULES = (
     "jobs.commands.contamination_study",
     "jobs.commands.dataset_inference",
     "jobs.commands.cutoff",
+    "jobs.commands.impact",
     "jobs.commands.paraphrase",
     "jobs.commands.infra",
 )
