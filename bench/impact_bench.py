@@ -128,6 +128,10 @@ def run_bench(cfg: dict, work: Path) -> dict:
             "target": {k: target.get(k) for k in keys}, "twin": {k: twin.get(k) for k in keys},
             "confound": {k: confound.get(k) for k in keys},
             "checks": {"did_ci_covers_true_gain": covers(target.get("did_ci"), t["gain_on_leaked"]),
+                       "constat_ci_covers_true_full_gain": covers(target.get("constat_ci"),
+                                                                  t["target_full"] - t["twin_full"]),
+                       "constat_target_p_below_0.05": (target.get("constat_p") or 1.0) < 0.05,
+                       "constat_twin_p_not_below_0.05": (twin.get("constat_p") or 0.0) >= 0.05,
                        "target_clean_ci_covers_twin_full": covers(target.get("clean_ci"), t["twin_full"]),
                        "twin_did_ci_covers_0": covers(twin.get("did_ci"), 0.0),
                        "confound_did_ci_covers_0": covers(confound.get("did_ci"), 0.0)},
@@ -153,7 +157,9 @@ def markdown(res: dict) -> str:
              f"items verbatim ({cfg['repeats']}x), its twin the same without them, references at "
              f"{', '.join(map(str, cfg['reference_steps']))} steps. Scores are exact-match accuracy, in points.", "",
              f"- truth: the leaked items' gain over the twin {_pct(t['gain_on_leaked'])} points (target "
-             f"{_pct(t['target_leaked'])}% vs twin {_pct(t['twin_leaked'])}% on them); twin's score {_pct(t['twin_full'])}%",
+             f"{_pct(t['target_leaked'])}% vs twin {_pct(t['twin_leaked'])}% on them); on the whole benchmark the "
+             f"target scores {_pct(t['target_full'])}% against the twin's {_pct(t['twin_full'])}% (the inflation "
+             f"ConStat should find: {_pct(t['target_full'] - t['twin_full'])} points)",
              "", "| model | full | clean [CI] | gap [CI] | p | DiD [CI] | ConStat inflation [CI] | ConStat p |",
              "|---|---|---|---|---|---|---|---|"]
     for name in ("target", "twin", "confound"):

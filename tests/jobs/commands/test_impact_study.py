@@ -21,4 +21,6 @@ def test_the_study_measures_the_inflation_that_is_there(tmp_path):
     assert res["checks"]["twin_did_ci_covers_0"] and twin["p_value"] > 0.01
     assert res["checks"]["confound_did_ci_covers_0"]  # easy items: a gap the references share
     assert res["confound"]["gap"] > 0
-    assert res["constat_null"]["p_below_0.05"] <= 0.15
+    # ConStat, with no evidence: the target's whole-benchmark inflation (its score minus the twin's) found
+    assert res["checks"]["constat_ci_covers_true_full_gain"] and target["constat_p"] < 0.05
+    assert twin["constat_p"] >= 0.05 and res["constat_null"]["p_below_0.05"] <= 0.15
