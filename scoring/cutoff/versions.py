@@ -14,8 +14,12 @@ groups that have a version that month; larger = more familiar, since every detec
   curves' best months, widened to bracket the estimate. The per-month band is the percentile interval of each
   month's resampled mean.
 - **p_no_cutoff**: a permutation test of "no month's versions are more familiar than the others": within every
-  group, its scores are shuffled across its months (exchangeable under that null), B times; the statistic is the
-  best month's mean minus the mean over months. p = (1 + #{S* ≥ S}) / (B + 1).
+  group, its scores are shuffled across its months, B times. The statistic is the largest month's t: its mean
+  normalised score over that mean's standard error across groups, so that a month whose scores spread more (a
+  month few groups have; the ends of a range of chained versions, each month's an edit of the last) does not
+  stand out for its spread alone. Against chained versions the shuffle stays at its rate or below (adjacent
+  months move together; tests/scoring/cutoff/test_versions.py measures a random walk of versions).
+  p = (1 + #{S* ≥ S}) / (B + 1). The cutoff itself stays the month of the highest mean (Dated Data's definition).
 
 What it cannot tell apart: a month whose versions are easier for *every* model (later versions of an article are
 often longer and more polished) from a month the model read. A most-familiar month at the range's last month is
@@ -72,8 +76,20 @@ def _curve(z: np.ndarray) -> np.ndarray:
         return np.nanmean(z, axis=-2)
 
 
-def _excess(curve: np.ndarray) -> np.ndarray:
-    return np.nanmax(curve, axis=-1) - np.nanmean(curve, axis=-1)
+def _studentized(sums: np.ndarray, sumsq: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """max over months of each month's mean normalised score over its standard error (sums and sums of squares
+    over groups, per month; the last axis is the month)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = sums / counts
+        var = (sumsq - counts * mean * mean) / (counts - 1)
+        t = mean / np.sqrt(np.maximum(var, 0.0) / counts)
+    t = np.where((counts > 1) & np.isfinite(t), t, -np.inf)
+    return t.max(axis=-1)
+
+
+def statistic_of(z: np.ndarray) -> float:
+    present = np.isfinite(z)
+    return float(_studentized(np.nansum(z, axis=0), np.nansum(z * z, axis=0), present.sum(axis=0)))
 
 
 def permutation_p(z: np.ndarray, statistic: float, settings: CutoffSettings) -> float:
@@ -88,15 +104,14 @@ def permutation_p(z: np.ndarray, statistic: float, settings: CutoffSettings) -> 
     chunk = max(1, 4_000_000 // cells)
     while done < settings.permutations:
         k = min(chunk, settings.permutations - done)
-        sums = np.zeros((k, z.shape[1]))
+        sums, sumsq = np.zeros((k, z.shape[1])), np.zeros((k, z.shape[1]))
         for p, pattern in enumerate(patterns):
             cols = np.flatnonzero(pattern)
             block = z[which == p][:, cols]  # groups with this set of months: shuffle among those months
             shuffled = rng.permuted(np.broadcast_to(block, (k, *block.shape)), axis=2)
             sums[:, cols] += shuffled.sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            curve = np.where(counts > 0, sums / np.where(counts > 0, counts, 1), np.nan)
-        hits += int(np.sum(_excess(curve) >= statistic - 1e-12))
+            sumsq[:, cols] += (shuffled * shuffled).sum(axis=1)
+        hits += int(np.sum(_studentized(sums, sumsq, counts) >= statistic - 1e-9))
         done += k
     return (1 + hits) / (settings.permutations + 1)
 
@@ -118,7 +133,7 @@ def estimate_versions(groups, months, scores, settings: CutoffSettings = CutoffS
             "estimator needs at least 2 of each")}
     curve = _curve(z)
     best = int(np.nanargmax(curve))
-    statistic = float(_excess(curve))
+    statistic = statistic_of(z)
     p = permutation_p(z, statistic, settings)
     rng = np.random.default_rng([settings.seed, 4])
     boot_curves = np.empty((settings.bootstrap, m_keys.size))

@@ -135,46 +135,52 @@ def _lead(sentences: list[str], words: int) -> tuple[str, int]:
     return " ".join(out[:words]), starts
 
 
+DOCUMENT_SENTENCES = 20  # a versions study's document: this many sentences, of which the version shows the lead
+
+
 def versions_study(*, first_month: int, months: int, groups: int, cutoff: int | None, words: int = 64,
-                   edits_per_month: int = 1, background: int = 200, repeats: int = 3, seed: int = 0) -> DatedStudy:
-    """See the module docstring. A document is a run of consecutive sentences of one address; its version is the
-    first `words` words (as the Wikipedia versions are), and each month `edits_per_month` edits each replace one of
-    the sentences that start inside them with another sentence of the same address: text removed and added, whole
-    sentences on the document's topic, so a later version reads as fluently as an earlier one (edits that cut
-    sentences, bring in other addresses' topics, or break a run of contiguous sentences make later versions harder
-    for every model: a drift, not a cutoff, which earlier versions of this study showed). The model trains on month
-    `cutoff`'s versions (repeated; None: on none) beside background passages of the addresses no document comes
-    from."""
+                   edits_per_month: int = 4, background: int = 200, repeats: int = 3, seed: int = 0) -> DatedStudy:
+    """See the module docstring. A document is DOCUMENT_SENTENCES sentences of one address in a random order, and
+    its version is the first `words` words (the same span in every month, as the Wikipedia versions are). Each
+    month, `edits_per_month` edits each put another random sentence of the address in the place of one of the
+    document's sentences, chosen at random among all of them: text removed and added, whole sentences on the
+    document's topic, and the version changes where an edit falls in its span. Every version is then drawn alike,
+    so a model that read none finds no month more familiar. (Earlier forms of this study made later versions
+    differ from the first for every model: edits that cut sentences, that brought in other addresses' topics, that
+    broke a run of contiguous sentences, or that picked among the sentences the span shows, which favours
+    replacing the long ones and drifts the span's make-up away from the first month's; a tokenizer trained on
+    every version counted the first months' sentences most.) The model trains on month `cutoff`'s versions
+    (repeated; None: on none) beside background passages of the addresses no document comes from."""
     rng = np.random.default_rng(seed)
     addresses = sotu_sentences()
     order = rng.permutation(len(addresses))
     own, rest = order[:len(order) // 2], order[len(order) // 2:]
-    # a document's address must hold its 40 sentences and every edit's new sentence (some early addresses do not)
-    own = np.array([i for i in own if sum(len(x.split()) >= 5 for x in addresses[i]) >= 50 + months * edits_per_month])
+    # a document's address must hold its sentences and every edit's new one (some early addresses do not)
+    need = DOCUMENT_SENTENCES + months * edits_per_month
+    own = np.array([i for i in own if sum(len(x.split()) >= 5 for x in addresses[i]) >= need])
     bases, fresh = [], []
     for i in rng.choice(own, size=groups, replace=groups > own.size):
-        # a document is 40 of its address's sentences in a random order, and an edit puts another random sentence
-        # of the address in one's place: every version is drawn alike, so a model that read none finds no month
-        # more familiar (contiguous sentences would make the first version the most coherent one for every model)
         sentences = [x for x in addresses[i] if len(x.split()) >= 5]
         order = rng.permutation(len(sentences))
-        bases.append([sentences[k] for k in order[:40]])
-        fresh.append(iter([sentences[k] for k in order[40:]]))
+        bases.append([sentences[k] for k in order[:DOCUMENT_SENTENCES]])
+        fresh.append(iter([sentences[k] for k in order[DOCUMENT_SENTENCES:]]))
     back_words = [w for i in rng.permutation(rest)[:40] for w in " ".join(addresses[i]).split()]
     back = [" ".join(back_words[k:k + words]) for k in range(0, len(back_words) - words + 1, words)][:background]
-    rows, train, tok = [], list(back), list(back)
+    rows, train, used = [], list(back), {}
     for g, sentences in enumerate(bases):
         for t in range(months):
             if t:
                 for _ in range(edits_per_month):
-                    _, starts = _lead(sentences, words)
-                    sentences[int(rng.integers(0, starts))] = next(fresh[g])
-            text, _ = _lead(sentences, words)
+                    sentences[int(rng.integers(0, len(sentences)))] = next(fresh[g])
+            text, starts = _lead(sentences, words)
+            used.update(dict.fromkeys(sentences[:starts]))
             rows.append({"id": f"doc{g:04d}@{t:03d}", "text": text, "date": _month_date(first_month, t),
                          "group": f"doc{g:04d}", "source": "versions", "trained": t == cutoff, "spare": False})
-            tok.append(text)
             if t == cutoff:
                 train += [text] * repeats
+    # the tokenizer sees every sentence once: trained on every version, it would count a sentence once per month it
+    # lasts, and the first months' sentences (which last longest) would tokenise best for every model
+    tok = list(back) + list(used)
     return DatedStudy(rows, train, tok, first_month, months, cutoff,
                       {"groups": groups, "words": words, "edits_per_month": edits_per_month,
                        "background": len(back), "repeats": repeats, "seed": seed})
