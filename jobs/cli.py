@@ -27,6 +27,7 @@ JOB_MODULES = (
     "jobs.commands.audit",
     "jobs.commands.overlap",
     "jobs.commands.index_corpus",
+    "jobs.commands.trace",
     "jobs.commands.canary",
     "jobs.commands.unlearning_audit",
     "jobs.commands.contamination_study",

@@ -5,7 +5,8 @@
 Each corpus file is indexed by one worker (jobs/parts/corpus_index.py) through the one part loop (a rerun resumes
 from the parts done: IDX/_parts/), into infini-gram's format under IDX/shards/; then IDX/index.json (what was
 indexed, counts, sizes, build time) and `_SUCCESS` last. The index holds word ids, not text: it answers how often
-and where any word sequence occurs, for any n.
+and where any word sequence occurs, for any n; beside it, the documents' text, compressed, so that `tidemark trace`
+can show the passages a span was found in without the corpus.
 """
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ import typer
 from jobs.kit.options import command, option, progress_option
 
 STAGE = "index-corpus"
+# The documents' text beside the word ids (jobs/parts/corpus_index.py), for `tidemark trace`'s snippets; an index
+# without it still counts and places spans.
+TEXT_STORE = "zstd frames of 64 documents' texts as JSON lists (text.KKK, textpos.KKK)"
 
 
 @dataclass
@@ -58,7 +62,7 @@ def run_index(cfg: IndexConfig) -> dict:
     settings = {"text_field": cfg.text_field, "id_field": cfg.id_field or None,
                 "max_shard_tokens": cfg.max_shard_tokens, "opts": opts}
     store = PartStore(dest, json_digest({"job": STAGE, "tool": tool_version(), "token": "word32",
-                                         **{k: v for k, v in settings.items() if k != "opts"}}), dirs=())
+                                         "text_store": TEXT_STORE, **{k: v for k, v in settings.items() if k != "opts"}}), dirs=())
     stats: dict = {}
     summaries = run_parts(parts, index=lambda p: p.index, digests={p.index: index_part_digest(p, opts) for p in parts},
                           store=store, pool=lambda pending: run_pool(pending, settings, dest.uri, cfg.progress),
@@ -70,6 +74,7 @@ def run_index(cfg: IndexConfig) -> dict:
     info = {"job": STAGE, "tool": tool_version(), "corpus": cfg.corpus, "format": "infini-gram v4, u32 tokens",
             "token": "word32: lowercased \\w+ words, the top 32 bits of tidemark overlap's 64-bit word hash "
                      "(scoring/overlap/ngrams.word_ids)",
+            "text_store": TEXT_STORE,
             "text_field": cfg.text_field, "id_field": cfg.id_field,
             "counts": {"files": sum(len(p.paths) for p in parts), "parts": len(parts), "records": ledger.rows_in, "documents": ledger.rows_out,
                        "quarantined": ledger.quarantined, "reasons": dict(sorted(ledger.reasons.items())),

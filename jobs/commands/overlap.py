@@ -110,7 +110,8 @@ def scan(cfg: OverlapConfig, bench, dest) -> tuple:
 
 def ask_index(cfg: OverlapConfig, bench) -> tuple:
     """The same answers from a corpus index: (Matches, corpus counts from the index, {})."""
-    from jobs.parts.index_query import index_matches, open_index
+    from jobs.parts.index_query import index_matches
+    from jobs.parts.index_reader import open_index
 
     engine, meta = open_index(cfg.index)
     c = meta["counts"]
@@ -180,7 +181,8 @@ def run(cfg: OverlapConfig) -> None:
     if cfg.query is None:
         run_and_print_report(run_overlap, cfg, errors=(FileNotFoundError, RuntimeError, ValueError))
         return
-    from jobs.parts.index_query import open_index, span_report
+    from jobs.parts.index_query import span_report
+    from jobs.parts.index_reader import open_index
 
     try:
         engine, _ = open_index(cfg.index)

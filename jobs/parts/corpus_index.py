@@ -9,10 +9,14 @@
             `max_shard_tokens` tokens, each five files, under IDX/shards/part-NNNNN/:
                 tokenized.KKK  a 0xFFFFFFFF separator before every document, then its word ids (u32, little-endian)
                 offset.KKK     the byte offset of each document (u64)
-                metadata.KKK   one JSON line per document: {"id": ...}
+                metadata.KKK   one JSON line per document: {"id": ..., "file": its corpus file, "shard": KKK,
+                               "n": its ordinal in the shard}
                 metaoff.KKK    the byte offset of each metadata line (u64)
                 table.KKK      the suffix array over token positions, ceil(log2(bytes)/8)-byte pointers
-            (the layout infini-gram's indexer writes and its engine reads). The table is built with libdivsufsort
+            (the layout infini-gram's indexer writes and its engine reads), and beside them the documents' text,
+            which word ids cannot give back, for `tidemark trace`'s snippets (jobs/parts/index_reader.py):
+                text.KKK       zstd frames, each a JSON list of TEXT_BLOCK consecutive documents' texts
+                textpos.KKK    the byte offset of each frame, and the end of the last (u64) The table is built with libdivsufsort
             (the `pydivsufsort` wheel) on the tokenized bytes, keeping token-aligned suffixes: the same table as the
             package's own indexer, which needs a Hugging Face tokenizer download and cannot build 32-bit tables in
             a few GB of memory. Built in a local temporary directory, then copied to IDX (local or s3://).
@@ -33,6 +37,8 @@ import numpy as np
 SHARDS = "shards"
 MAX_SHARD_TOKENS = 1 << 28  # 1 GiB of u32 tokens: libdivsufsort needs ~9x that while it sorts
 BATCH_DOCS = 256
+TEXT_BLOCK = 64  # documents per compressed frame of the text store: a snippet decompresses one frame
+TEXT_FILES = ("text", "textpos")  # not words the engine looks for (FORBIDDEN)
 TASK_CPUS = 1.0
 NOT_ISOLATED = ("a bad corpus record is quarantined by the reader; a failing part is a worker or node failure, "
                 "which a rerun resumes")
@@ -43,10 +49,10 @@ def require_index_packages() -> None:
     """A clear error where the optional index packages are missing (they are the `index` extra)."""
     import importlib.util
 
-    missing = [m for m in ("infini_gram", "pydivsufsort") if importlib.util.find_spec(m) is None]
+    missing = [m for m in ("infini_gram", "pydivsufsort", "bm25s") if importlib.util.find_spec(m) is None]
     if missing:
         raise ValueError(f"{', '.join(missing)} not installed: pip install 'tidemark[index]' (infini-gram's engine and "
-                         "libdivsufsort)")
+                         "libdivsufsort, bm25s)")
 
 
 def check_index_path(path: str) -> None:
@@ -98,14 +104,20 @@ class _ShardWriter:
     def __init__(self, where: Path, k: int):
         self.where, self.k = where, k
         self.files = {name: open(where / f"{name}.{k:03d}", "wb") for name in ("tokenized", "offset", "metadata",
-                                                                              "metaoff")}
+                                                                              "metaoff", *TEXT_FILES)}
         self.pos = self.meta_pos = self.tokens = self.documents = 0
+        self.block: list[str] = []
+        self.text_pos = 0
 
-    def add(self, doc_id: str, ids: np.ndarray) -> None:
+    def add(self, doc_id: str, ids: np.ndarray, text: str | None = None, file: str | None = None) -> None:
         from scoring.overlap.ngrams import SEPARATOR_ID
 
         data = np.concatenate([[SEPARATOR_ID], ids]).astype("<u4").tobytes()
-        meta = (json.dumps({"id": doc_id}) + "\n").encode("utf-8")
+        meta = (json.dumps({"id": doc_id, "file": file, "shard": self.k, "n": self.documents}) + "\n"
+                ).encode("utf-8")
+        self.block.append(text or "")
+        if len(self.block) >= TEXT_BLOCK:
+            self._flush_text()
         self.files["tokenized"].write(data)
         self.files["offset"].write(np.uint64(self.pos).tobytes())
         self.files["metadata"].write(meta)
@@ -115,7 +127,20 @@ class _ShardWriter:
         self.tokens += ids.size + 1
         self.documents += 1
 
+    def _flush_text(self) -> None:
+        import zstandard
+
+        if not self.block:
+            return
+        frame = zstandard.ZstdCompressor(level=3).compress(json.dumps(self.block).encode("utf-8"))
+        self.files["textpos"].write(np.uint64(self.text_pos).tobytes())
+        self.files["text"].write(frame)
+        self.text_pos += len(frame)
+        self.block = []
+
     def close(self) -> None:
+        self._flush_text()
+        self.files["textpos"].write(np.uint64(self.text_pos).tobytes())
         for fh in self.files.values():
             fh.close()
         if not self.documents:  # an empty shard would divide by zero in the engine: leave none
@@ -139,6 +164,7 @@ def build_table(tokenized: Path, table: Path, width: int = 4) -> None:
 
 def index_part(part: dict, settings: Mapping[str, Any], dest_uri: str) -> dict:
     """One corpus file → its index shards under IDX/shards/part-NNNNN/ (a Ray task); returns the part's counts."""
+    from curation.io import storage
     from curation.io.corpus_files import STAGE, read_records
     from curation.io.ledger import quarantine_record, quarantine_table, reason_counts
     from curation.io.outputs import Location
@@ -153,19 +179,22 @@ def index_part(part: dict, settings: Mapping[str, Any], dest_uri: str) -> dict:
         where = Path(tmp)
         writer = _ShardWriter(where, 0)
 
-        def flush(texts: list[str], ids: list[str]) -> None:
+        def flush(texts: list[str], ids: list[str], files: list[str]) -> None:
             nonlocal writer
             hashes, counts = batch_words(texts)
-            for doc_id, doc_ids in zip(ids, np.split(word_ids(hashes), np.cumsum(counts)[:-1])):
+            for doc_id, doc_ids, text, file in zip(ids, np.split(word_ids(hashes), np.cumsum(counts)[:-1]), texts,
+                                                   files):
                 if writer.tokens and writer.tokens + doc_ids.size + 1 > settings["max_shard_tokens"]:
                     writer.close()
                     shards.append(writer)
                     writer = _ShardWriter(where, len(shards))
-                writer.add(doc_id, doc_ids)
+                writer.add(doc_id, doc_ids, text, file)
 
         texts: list[str] = []
         ids: list[str] = []
+        files: list[str] = []
         for path in p.paths:
+            rel = storage.relative(path, p.root) if path != p.root else storage.basename(path)
             for rid, text, problem in read_records(path, p.root, text_field=settings["text_field"],
                                                    id_field=settings["id_field"], opts=settings["opts"]):
                 if problem:
@@ -173,11 +202,12 @@ def index_part(part: dict, settings: Mapping[str, Any], dest_uri: str) -> dict:
                     continue
                 texts.append(text)
                 ids.append(rid)
+                files.append(rel)
                 if len(texts) >= BATCH_DOCS:
-                    flush(texts, ids)
-                    texts, ids = [], []
+                    flush(texts, ids, files)
+                    texts, ids, files = [], [], []
         if texts:
-            flush(texts, ids)
+            flush(texts, ids, files)
         writer.close()
         shards.append(writer)
         dest.delete_tree(part_dir(p.index))

@@ -8,40 +8,10 @@ hashes as the scan, so scoring/overlap/matching.row_results answers per row unch
 """
 from __future__ import annotations
 
-import hashlib
 import json
-import tempfile
-from pathlib import Path
 
 
 MAX_FETCH = 1000  # occurrences read per n-gram to find its first documents (counts are exact regardless)
-
-
-def open_index(idx: str):
-    """(the infini-gram engine over every shard, index.json). An s3:// index is copied to a local cache first (the
-    engine memory-maps its files)."""
-    from curation.io.outputs import Location
-    from jobs.parts.corpus_index import SHARDS, check_index_path, require_index_packages
-
-    require_index_packages()
-    where = Location(idx)
-    if not where.exists("_SUCCESS"):
-        raise FileNotFoundError(f"{idx} is not a complete index (no _SUCCESS): run `tidemark index-corpus` to the end")
-    meta = where.read_json("index.json")
-    local = where.root if not where.s3 else Path(tempfile.gettempdir()) / "tidemark-index" / \
-        hashlib.sha256(where.uri.encode()).hexdigest()[:16]
-    if where.s3:
-        for rel in where.list(SHARDS):
-            if not (local / rel).exists():
-                where.download(rel, local / rel)
-    check_index_path(str(local))
-    dirs = sorted(str(d) for d in (Path(local) / SHARDS).iterdir() if any(d.glob("tokenized.*")))
-    if not dirs:
-        raise ValueError(f"{idx} holds no indexed document")
-    from infini_gram.engine import InfiniGramEngine
-
-    engine = InfiniGramEngine(index_dir=dirs, eos_token_id=0, vocab_size=2**32 - 1, token_dtype="u32", version=4)
-    return engine, meta
 
 
 def _documents(engine, found: dict, max_sources: int, max_fetch: int) -> list[str]:

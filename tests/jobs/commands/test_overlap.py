@@ -144,7 +144,8 @@ def test_an_index_of_the_corpus_gives_the_scan_s_answers(ray_session, study, res
     """`index-corpus` then `overlap --index`: every row's share, longest match, occurrences and documents equal the
     streaming scan's, and the index counts the same documents and quarantined records."""
     from jobs.commands.index_corpus import IndexConfig, run_index
-    from jobs.parts.index_query import open_index, span_report
+    from jobs.parts.index_query import span_report
+    from jobs.parts.index_reader import open_index
 
     info = run_index(IndexConfig(corpus=str(study["corpus"]), out=str(tmp_path / "idx"), progress=False))
     scanned = result[0]["counts"]

@@ -1,0 +1,157 @@
+"""`tidemark trace` end to end on a small corpus index (several parts, several shards a part): its spans, counts,
+documents and offsets equal an independent scan of the corpus's words; `overlap --index` finds the same document for
+the same span; untraceable rows are quarantined and the counts reconcile; the page escapes untrusted text; the Ray
+runner gives the local runner's tables."""
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+pytest.importorskip("infini_gram")
+pytest.importorskip("pydivsufsort")
+
+from jobs.commands.index_corpus import IndexConfig, run_index  # noqa: E402
+from jobs.commands.trace import TraceConfig, run_trace  # noqa: E402
+
+VOCAB = [f"w{k}" for k in range(400)]
+
+
+def words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.lower())
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> dict:
+    """Three jsonl files of random-word documents; doc `planted` holds a passage the texts copy, `twice` repeats a
+    phrase, and one document carries markup that the page must escape."""
+    rng = random.Random(3)
+    root = tmp_path_factory.mktemp("trace")
+    docs = [(f"d{k}", " ".join(rng.choice(VOCAB) for _ in range(rng.randint(20, 120)))) for k in range(90)]
+    docs[10] = ("planted", "Once upon a midnight dreary, while I pondered, weak and weary, over many a quaint and "
+                "curious volume of forgotten lore. " + docs[10][1])
+    docs[40] = ("markup", docs[40][1] + " <script>alert('x')</script> the raven said nevermore & more")
+    docs[70] = ("twice", "while i pondered weak and weary " + docs[70][1])
+    (root / "c").mkdir()
+    for f in range(3):
+        with open(root / "c" / f"part{f}.jsonl", "w") as fh:
+            for doc_id, text in docs[f * 30:(f + 1) * 30]:
+                fh.write(json.dumps({"id": doc_id, "text": text}) + "\n")
+    idx = root / "idx"
+    run_index(IndexConfig(corpus=str(root / "c"), out=str(idx), part_bytes=8_000, max_shard_tokens=1024,
+                          progress=False))
+    texts = [{"id": "poe", "text": "He wrote: once upon a midnight dreary, while I pondered weak and weary, then "
+                                   "slept."},
+             {"id": "copy", "text": "Noise words " + " ".join(docs[55][1].split()[5:40]) + " end."},
+             {"id": "markup", "text": "the <script>alert('x')</script> the raven said nevermore"},
+             {"id": "none", "text": "zzz yyy xxx qqq"},
+             {"id": "empty", "text": " ... "},
+             {"id": "poe", "text": "a duplicate id"}]
+    tf = root / "texts.jsonl"
+    tf.write_text("".join(json.dumps(t) + "\n" for t in texts) + "not json\n")
+    return {"root": root, "docs": docs, "idx": idx, "texts": tf, "rows": texts}
+
+
+def brute_force(docs, text: str, min_words: int, limit: int) -> list[dict]:
+    """Maximal spans by scanning every document's words for every (start, length): count, first documents."""
+    w = words(text)
+    dw = [(i, words(t)) for i, t in docs]
+
+    def where(span):
+        out = []
+        for doc_id, d in dw:
+            out += [(doc_id, k) for k in range(len(d) - len(span) + 1) if d[k:k + len(span)] == span]
+        return out
+
+    longest = []
+    for i in range(len(w)):
+        n = 0
+        while i + n < len(w) and where(w[i:i + n + 1]):
+            n += 1
+        longest.append(n)
+    spans, reach = [], 0
+    for i, n in enumerate(longest):
+        if n and i + n > reach:
+            reach = i + n
+            if n >= min_words:
+                hits = where(w[i:i + n])
+                spans.append({"start": i, "end": i + n, "count": len(hits), "docs": hits[:limit]})
+    return spans
+
+
+def test_spans_counts_and_documents_equal_a_scan_of_the_corpus(corpus, tmp_path):
+    res = run_trace(TraceConfig(index=str(corpus["idx"]), texts=str(corpus["texts"]), out=str(tmp_path / "o"),
+                                min_words=4, docs_per_span=3, batch_texts=2, progress=False))
+    spans = pq.read_table(tmp_path / "o" / "spans.parquet").to_pylist()
+    meta = json.loads((corpus["idx"] / "index.json").read_text())
+    assert meta["counts"]["parts"] >= 2 and meta["counts"]["shards"] > meta["counts"]["parts"]
+    for row in corpus["rows"][:4]:
+        want = brute_force(corpus["docs"], row["text"], 4, 3)
+        got = sorted((s for s in spans if s["id"] == row["id"]), key=lambda s: s["start"])
+        assert [(s["start"], s["end"], s["count"]) for s in got] == [(x["start"], x["end"], x["count"]) for x in want]
+        assert [list(zip(s["doc_ids"], s["doc_offsets"])) for s in got] == [x["docs"] for x in want]
+    poe = [s for s in spans if s["id"] == "poe"]
+    # "once upon a midnight dreary while i pondered weak and weary": 11 words, once, in `planted`; the shorter run
+    # `twice` also holds lies inside it, so it is no span of its own
+    assert [(s["words"], s["count"], s["doc_ids"]) for s in poe] == [(11, 1, ["planted"])]
+    assert res["summary"]["counts"] == {"rows_in": 7, "traced": 4, "quarantined": 3,
+                                        "reasons": {"no_words": 1, "duplicate_id": 1, "bad_json": 1}}
+    q = pq.read_table(tmp_path / "o" / "quarantine.parquet")
+    assert q.num_rows == 3 and (tmp_path / "o" / "_SUCCESS").exists()
+
+
+def test_documents_have_snippets_bm25_ranks_and_the_page_escapes_them(corpus, tmp_path):
+    run_trace(TraceConfig(index=str(corpus["idx"]), texts=str(corpus["texts"]), out=str(tmp_path / "o"),
+                          min_words=4, context_words=3, progress=False))
+    docs = pq.read_table(tmp_path / "o" / "documents.parquet").to_pylist()
+    planted = [d for d in docs if d["doc_id"] == "planted"][0]
+    assert planted["file"] == "part0.jsonl" and planted["word_offset"] == 0
+    assert planted["snippet"][planted["match_start"]:planted["match_end"]].lower().startswith("once upon")
+    assert all(d["doc_rank"] >= 1 for d in docs)
+    for text_id in {d["id"] for d in docs}:  # ranks follow BM25 within a text
+        mine = sorted({(d["doc_rank"], d["bm25"]) for d in docs if d["id"] == text_id})
+        assert [b for _, b in mine] == sorted((b for _, b in mine), reverse=True)
+    page = (tmp_path / "o" / "report.html").read_text()
+    assert "<script>" not in page and "script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert report["summary"]["texts_with_span"] == 3
+    assert (tmp_path / "o" / "longest.png").stat().st_size > 1000
+
+
+def test_a_traced_document_is_found_by_overlap_for_the_same_span(corpus, tmp_path):
+    from jobs.parts.index_query import span_report
+    from jobs.parts.index_reader import open_index
+
+    res = run_trace(TraceConfig(index=str(corpus["idx"]), text=corpus["rows"][1]["text"], min_words=4,
+                                progress=False))
+    engine, _ = open_index(str(corpus["idx"]))
+    for s in res["spans"].to_pylist():
+        found = span_report(engine, s["span"], max_sources=50)
+        assert found["count"] == s["count"]
+        assert set(s["doc_ids"]) <= {d["id"] for d in found["documents"]}
+
+
+def test_the_ray_runner_gives_the_local_runner_s_tables(corpus, tmp_path, ray_session):
+    common = dict(index=str(corpus["idx"]), texts=str(corpus["texts"]), min_words=4, batch_texts=2, progress=False)
+    local = run_trace(TraceConfig(out=str(tmp_path / "l"), runner="local", **common))
+    on_ray = run_trace(TraceConfig(out=str(tmp_path / "r"), runner="ray", **common))
+    assert on_ray["summary"]["runner"]["used"] == "ray"
+    assert on_ray["spans"].equals(local["spans"]) and on_ray["documents"].equals(local["documents"])
+
+
+def test_bad_inputs_are_one_clear_line(corpus, tmp_path):
+    from typer.testing import CliRunner
+
+    from jobs.cli import app
+
+    r = CliRunner().invoke(app, ["trace", "--index", str(corpus["idx"]), "--texts", str(corpus["texts"])])
+    assert r.exit_code == 2 and "--out" in r.output
+    r = CliRunner().invoke(app, ["trace", "--index", str(tmp_path / "nothing"), "--text", "a b c"])
+    assert r.exit_code == 2 and "not a complete index" in r.output
+    r = CliRunner().invoke(app, ["trace", "--index", str(corpus["idx"]), "--text",
+                                 "once upon a midnight dreary while", "--min-words", "3"])
+    assert r.exit_code == 0 and "planted" in r.output
