@@ -25,6 +25,9 @@ Benchmarks (each writes <out>/<name>.json; all together <out>/summary.md and <ou
   impact      `tidemark impact` on a controlled study (tiny GPT-2s, a leaked half of a word-problem benchmark): the
               measured gap and difference-in-differences against the true gain, the clean score against the
               uncontaminated twin's, the easy-items confound, ConStat and its null rate (also impact.md)
+  trace       `tidemark trace` on a controlled study (a tiny GPT-2 trained many times on some passages, a control
+              that never read them): the share of continuations traced, document-level precision and recall, the
+              control's spans (also trace.md)
   generation  text-only audits (--api-logprobs none) against the loopback server: a known-membership study over
               completions and chat, the set test under the null, requests/s at concurrency 1/4/8 vs a plain
               sequential client loop, and each method's cost per 1,000 rows (also generation.md)
@@ -45,7 +48,7 @@ import traceback
 from pathlib import Path
 
 BENCHES = ("throughput", "memory", "detectors", "e2e", "curation", "shift_audit", "api", "paraphrase", "canary",
-           "generation", "cutoff", "impact", "chaos")
+           "generation", "cutoff", "impact", "trace", "chaos")
 
 FULL = {
     "throughput": {"models": {"gpt2-tiny": {"tokens": 16384, "repeats": 2}, "gpt2-36m": {"tokens": 4096, "repeats": 1}},
@@ -61,6 +64,7 @@ FULL = {
     "generation": None,  # bench/generation_bench.py's FULL
     "cutoff": None,  # bench/cutoff_bench.py's FULL
     "impact": None,  # bench/impact_bench.py's FULL
+    "trace": None,  # jobs/kit/trace_study.TraceStudy()
     "chaos": None,  # every scenario of bench/chaos_bench.py
 }
 QUICK = {
@@ -76,6 +80,7 @@ QUICK = {
     "generation": "quick",  # bench/generation_bench.py's QUICK
     "cutoff": "quick",  # bench/cutoff_bench.py's QUICK
     "impact": "quick",  # bench/impact_bench.py's QUICK
+    "trace": "quick",  # jobs/kit/trace_study.QUICK
     "chaos": ("evaluate-node-loss",),
 }
 PASSAGE_WORDS = 104  # ~170 tokens with the tiny model's 2000-token BPE (the "~170 tokens")
@@ -146,6 +151,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench.impact_bench import markdown as impact_md
 
         (out / "impact.md").write_text(impact_md(results["impact"]))
+    if "trace" in results:
+        from bench.trace_bench import markdown as trace_md
+
+        (out / "trace.md").write_text(trace_md(results["trace"]))
     if "generation" in results:
         from bench.generation_bench import markdown as generation_md
 
@@ -310,6 +319,12 @@ def run_impact(cfg, work: Path, shared: dict) -> dict:
     return run_bench(I_QUICK if cfg == "quick" else I_FULL, work / "impact")
 
 
+def run_trace(cfg, work: Path, shared: dict) -> dict:
+    from bench.trace_bench import run_bench
+
+    return run_bench(cfg == "quick", work / "trace")
+
+
 def run_chaos(cfg, work: Path, shared: dict) -> dict:
     from bench.chaos_bench import SCENARIOS, all_held, run_chaos as chaos
 
@@ -322,7 +337,7 @@ def run_chaos(cfg, work: Path, shared: dict) -> dict:
 RUNNERS = {"throughput": run_throughput, "memory": run_memory, "detectors": run_detectors, "e2e": run_e2e,
            "curation": run_curation, "shift_audit": run_shift_audit, "api": run_api, "paraphrase": run_paraphrase,
            "canary": run_canary, "generation": run_generation, "cutoff": run_cutoff, "impact": run_impact,
-           "chaos": run_chaos}
+           "trace": run_trace, "chaos": run_chaos}
 
 
 if __name__ == "__main__":

@@ -164,6 +164,11 @@ def render_summary(results: dict, errors: dict, total: float, args) -> str:
 
         lines += ["## Contamination impact: a leaked half of a benchmark, measured against the truth", "",
                   impact_md(results["impact"])]
+    if "trace" in results:
+        from bench.trace_bench import markdown as trace_md
+
+        lines += ["## Tracing outputs to corpus documents: a model that read some passages many times, and a control",
+                  "", trace_md(results["trace"])]
     if "chaos" in results:
         lines += ["## Node loss on a two-node Ray cluster", "",
                   "| scenario | fault at (s) | what the job did | seconds (clean) | lost | identical | counts |",

@@ -141,6 +141,9 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
         from jobs.parts.text_only_evaluation import run_text_only
 
         return run_text_only(cfg)
+    if cfg.trace_index:
+        raise ValueError("--trace-index traces generated text: it needs --api-logprobs none (a log-probability run "
+                         "generates nothing; trace a text file with `tidemark trace --texts`)")
     t0 = time.perf_counter()
     # a local directory or an s3:// prefix, and where the driver makes its files (OUT itself, or a staging dir for
     # S3); `_SUCCESS` is kept until the job knows whether OUT already holds this very job's finished output

@@ -20,7 +20,7 @@ from jobs.kit.options import command, option, progress_option
 STAGE = "index-corpus"
 # The documents' text beside the word ids (jobs/parts/corpus_index.py), for `tidemark trace`'s snippets; an index
 # without it still counts and places spans.
-TEXT_STORE = "zstd frames of 64 documents' texts as JSON lists (text.KKK, textpos.KKK)"
+TEXT_STORE = "zstd frames of 16 documents' texts, packed (text.KKK, textpos.KKK; jobs/parts/corpus_index.pack_texts)"
 
 
 @dataclass

@@ -41,6 +41,8 @@ class TraceConfig:
     docs_per_span: int = option(10, "documents retrieved per span (its first occurrences, in corpus order)", min=1)
     context_words: int = option(40, "words of context either side of a match in a snippet", min=0)
     batch_texts: int = option(500, "texts per task (each task asks one index part)", min=1)
+    chunk_texts: int = option(2000, "texts traced and written at a time (the driver holds one chunk's spans and "
+                              "snippets)", min=1)
     runner: str = runner_option()
     progress: bool = progress_option()
 
@@ -48,7 +50,8 @@ class TraceConfig:
         from jobs.parts.trace_tables import TraceSettings
 
         return TraceSettings(min_words=self.min_words, docs_per_span=self.docs_per_span,
-                             context_words=self.context_words, batch_texts=self.batch_texts)
+                             context_words=self.context_words, batch_texts=self.batch_texts,
+                             chunk_texts=self.chunk_texts)
 
 
 def checked(**options) -> TraceConfig:
@@ -62,9 +65,10 @@ def checked(**options) -> TraceConfig:
 
 
 def run_trace(cfg: TraceConfig) -> dict:
-    """Trace the texts; write OUT when given. Returns the report's paths, the summary and the tables."""
-    from curation.io.ledger import quarantine_table, reason_counts
-    from jobs.kit.identity import open_output, publish
+    """Trace the texts; with OUT, each chunk's tables are written as they come (the driver holds one chunk's);
+    without, everything is returned in memory. Returns the report's path, the summary and (without OUT) the
+    tables."""
+    from curation.io.ledger import reason_counts
     from jobs.kit.log import PhaseClock, log
     from jobs.kit.runtime import start_runner
     from jobs.parts.index_reader import local_index
@@ -77,76 +81,116 @@ def run_trace(cfg: TraceConfig) -> dict:
     rows, bad = read_texts(cfg.generations, cfg.texts, cfg.text)
     phases.lap("texts")
     runner, why = start_runner(cfg.runner, meta.get("index_bytes"), actors=0, gpus_per_actor=0.0)
-    with local_plane(runner == "local"):
-        spans, docs, stats = trace(rows, cfg.index, local, meta, cfg.settings(), progress=cfg.progress)
-    phases.lap("trace (workers)" if runner == "ray" else "trace (local runner)")
-    seconds = round(time.perf_counter() - t0, 3)
     counts = {"rows_in": len(rows) + len(bad), "traced": len(rows), "quarantined": len(bad),
               "reasons": reason_counts(bad)}
-    report = summarise(cfg, meta, rows, spans, docs, stats, counts, seconds, {"used": runner, "why": why})
-    log(f"traced {len(rows):,} texts ({len(bad):,} quarantined): {stats['spans']:,} spans of at least "
+    summary = Summary(cfg.min_words)
+    with local_plane(runner == "local"):
+        if not cfg.out:
+            spans, docs, stats = trace(rows, cfg.index, local, meta, cfg.settings(), progress=cfg.progress)
+            summary.add(rows, spans, docs, stats)
+            res = {"report": None, "spans": spans, "documents": docs}
+        else:
+            res = _trace_to(cfg, rows, bad, local, meta, summary, phases)
+    seconds = round(time.perf_counter() - t0, 3)
+    report = summary.report(cfg, meta, counts, seconds, {"used": runner, "why": why})
+    log(f"traced {len(rows):,} texts ({len(bad):,} quarantined): {report['summary']['spans']:,} spans of at least "
         f"{cfg.min_words} words, {report['summary']['texts_with_span']:,} texts with one; {seconds} s")
-    res = {"report": None, "summary": report, "spans": spans, "documents": docs, "seconds": seconds}
-    if not cfg.out:
-        return res
+    if cfg.out:
+        _finish(cfg, res.pop("out"), res.pop("dest"), report, rows, summary, phases)
+    return {**res, "summary": report, "seconds": seconds}
+
+
+def _trace_to(cfg: TraceConfig, rows, bad, local, meta, summary, phases) -> dict:
     import pyarrow.parquet as pq
 
+    from curation.io.ledger import quarantine_table
+    from jobs.kit.identity import open_output
+    from jobs.parts.trace_tables import trace_chunks
+    from jobs.plane.part_store import part_name
+
     dest, out = open_output(cfg.out)
-    pq.write_table(spans, out / "spans.parquet")
-    pq.write_table(docs, out / "documents.parquet")
+    for name in ("spans.parquet", "documents.parquet"):
+        (out / name).mkdir(parents=True, exist_ok=True)
+        for old in (out / name).glob("*.parquet"):
+            old.unlink()
+    for k, (chunk, spans, docs, stats) in enumerate(trace_chunks(rows, cfg.index, local, meta, cfg.settings(),
+                                                                  progress=cfg.progress)):
+        pq.write_table(spans, out / "spans.parquet" / f"{part_name(k)}.parquet")
+        pq.write_table(docs, out / "documents.parquet" / f"{part_name(k)}.parquet")
+        summary.add(chunk, spans, docs, stats)
     pq.write_table(quarantine_table(bad), out / "quarantine.parquet")
-    _write_report(out, report, rows, spans, docs)
-    phases.lap("report")
-    (out / "run.json").write_text(json.dumps(_run_record(cfg, report, phases), indent=2, default=str))
-    publish(dest, out, {"job": STAGE, "texts": len(rows), "spans": stats["spans"]})
-    return {**res, "report": str(out / "report.md")}
+    phases.lap("trace (workers)")
+    return {"report": str(out / "report.md"), "out": out, "dest": dest}
 
 
-def summarise(cfg: TraceConfig, meta: dict, rows, spans, docs, stats, counts, seconds, runner) -> dict:
-    """report.json: counts, the share of texts with a span of at least N words, the longest spans, the documents
-    cited by most texts, the index, the settings and the time per text."""
-    from collections import Counter
+class Summary:
+    """What report.json says of every chunk together: each text's longest span, the longest spans, the documents
+    cited by most texts (counts, not the chunks' tables)."""
 
-    longest = stats["longest"]
-    n = max(len(rows), 1)
-    shares = [{"words": w, "texts": sum(x >= w for x in longest), "share": sum(x >= w for x in longest) / n}
-              for w in sorted({cfg.min_words, *SUMMARY_WORDS})]
-    top = sorted(spans.select(["id", "words", "span", "count", "rarity"]).to_pylist(),
-                 key=lambda r: (-r["words"], -r["rarity"]))[:10]
-    cited = Counter()
-    for doc_id, ids in _texts_per_document(docs).items():
-        cited[doc_id] = len(ids)
-    c = meta.get("counts", {})
-    return {"job": STAGE, "counts": counts,
-            "summary": {"texts_with_span": sum(x >= cfg.min_words for x in longest), "spans": stats["spans"],
-                        "words": stats["words"], "share_with_span": shares,
-                        "longest_spans": top,
-                        "documents_cited_most": [{"doc_id": d, "texts": k} for d, k in cited.most_common(10)]},
-            "index": {"path": cfg.index, "documents": c.get("documents"), "tokens": c.get("tokens"),
-                      "index_bytes": meta.get("index_bytes"), "parts": stats["parts"],
-                      "text_store": bool(meta.get("text_store"))},
-            "settings": {"min_words": cfg.min_words, "docs_per_span": cfg.docs_per_span,
-                         "context_words": cfg.context_words, "batch_texts": cfg.batch_texts,
-                         "words": "lowercased \\w+ (as tidemark overlap)"},
-            "runner": runner, "seconds": seconds,
-            "seconds_per_text": round(seconds / n, 5) if rows else None}
+    def __init__(self, min_words: int):
+        from collections import Counter
+
+        self.min_words = min_words
+        self.longest: dict[str, int] = {}
+        self.top: list[dict] = []
+        self.cited: Counter = Counter()
+        self.spans = self.words = self.parts = 0
+
+    def add(self, rows, spans, docs, stats) -> None:
+        for r, n in zip(rows, stats["longest"]):
+            self.longest[r["id"]] = n
+        self.spans += stats["spans"]
+        self.words += stats["words"]
+        self.parts = stats["parts"]
+        cols = spans.select(["id", "words", "span", "count", "rarity"]).to_pylist()
+        self.top = sorted(self.top + cols, key=lambda r: (-r["words"], -r["rarity"]))[:10]
+        pairs = set(zip(docs.column("doc_id").to_pylist(), docs.column("id").to_pylist()))
+        self.cited.update(d for d, _ in pairs)
+
+    def shown_ids(self, k: int) -> list[str]:
+        """The k texts with the longest spans (the page's)."""
+        return [i for i, n in sorted(self.longest.items(), key=lambda x: -x[1]) if n][:k]
+
+    def report(self, cfg: TraceConfig, meta: dict, counts: dict, seconds: float, runner: dict) -> dict:
+        n = max(len(self.longest), 1)
+        vals = list(self.longest.values())
+        shares = [{"words": w, "texts": sum(x >= w for x in vals), "share": sum(x >= w for x in vals) / n}
+                  for w in sorted({cfg.min_words, *SUMMARY_WORDS})]
+        c = meta.get("counts", {})
+        return {"job": STAGE, "counts": counts,
+                "summary": {"texts_with_span": sum(x >= cfg.min_words for x in vals), "spans": self.spans,
+                            "words": self.words, "share_with_span": shares, "longest_spans": self.top,
+                            "documents_cited_most": [{"doc_id": d, "texts": k} for d, k in self.cited.most_common(10)]},
+                "index": {"path": cfg.index, "documents": c.get("documents"), "tokens": c.get("tokens"),
+                          "index_bytes": meta.get("index_bytes"), "parts": self.parts,
+                          "text_store": bool(meta.get("text_store"))},
+                "settings": {"min_words": cfg.min_words, "docs_per_span": cfg.docs_per_span,
+                             "context_words": cfg.context_words, "batch_texts": cfg.batch_texts,
+                             "chunk_texts": cfg.chunk_texts, "words": "lowercased \\w+ (as tidemark overlap)"},
+                "runner": runner, "seconds": seconds,
+                "seconds_per_text": round(seconds / n, 5) if self.longest else None}
 
 
-def _texts_per_document(docs) -> dict[str, set]:
-    out: dict[str, set] = {}
-    for d, t in zip(docs.column("doc_id").to_pylist(), docs.column("id").to_pylist()):
-        out.setdefault(d, set()).add(t)
-    return out
+def _finish(cfg: TraceConfig, out, dest, report: dict, rows, summary: Summary, phases) -> None:
+    """report.json, report.md, report.html (the texts with the longest spans, read back from the parts),
+    longest.png, run.json, then `_SUCCESS`."""
+    import pyarrow.dataset as ds
 
-
-def _write_report(out, report: dict, rows, spans, docs) -> None:
+    from jobs.kit.identity import publish
     from jobs.kit.report_out import write_html
-    from scoring.reports.trace_page import plot_longest, report_markdown, report_page
+    from scoring.reports.trace_page import TEXTS_SHOWN, plot_longest, report_markdown, report_page
 
-    (out / "longest.png").write_bytes(plot_longest(report, [r["id"] for r in rows], spans))
+    (out / "longest.png").write_bytes(plot_longest(report, list(summary.longest.values())))
     (out / "report.json").write_text(json.dumps(report, indent=2, default=str))
     (out / "report.md").write_text(report_markdown(report))
-    write_html(out, report_page(report, rows, spans, docs, out))
+    shown = set(summary.shown_ids(TEXTS_SHOWN))
+    keep = [r for r in rows if r["id"] in shown]
+    spans = ds.dataset(out / "spans.parquet").to_table(filter=ds.field("id").isin(list(shown)))
+    docs = ds.dataset(out / "documents.parquet").to_table(filter=ds.field("id").isin(list(shown)))
+    write_html(out, report_page(report, keep, spans, docs, out))
+    phases.lap("report")
+    (out / "run.json").write_text(json.dumps(_run_record(cfg, report, phases), indent=2, default=str))
+    publish(dest, out, {"job": STAGE, "texts": report["counts"]["traced"], "spans": report["summary"]["spans"]})
 
 
 def _run_record(cfg, report: dict, phases) -> dict:

@@ -36,6 +36,9 @@ class GenerationFields:
     decop_paraphrases: str = option(
         "served", "text-only: DE-COP's three paraphrases per passage: `served` (the audited model, with DE-COP's "
         "paraphrase prompt), or a local rewriter as `tidemark paraphrase` has them: `wordnet`, `mlm:PATH`")
+    trace_index: Optional[str] = option(
+        None, "text-only: trace every generated sample back to this corpus index (`tidemark index-corpus`) into "
+        "OUT/trace/ (`tidemark trace`'s outputs): the corpus documents the model's continuations reproduce")
     dry_run: bool = option(False, "text-only: probe the server, print the plan (requests and tokens per method) "
                            "and stop without sending anything else")
 

@@ -15,7 +15,7 @@
                 table.KKK      the suffix array over token positions, ceil(log2(bytes)/8)-byte pointers
             (the layout infini-gram's indexer writes and its engine reads), and beside them the documents' text,
             which word ids cannot give back, for `tidemark trace`'s snippets (jobs/parts/index_reader.py):
-                text.KKK       zstd frames, each a JSON list of TEXT_BLOCK consecutive documents' texts
+                text.KKK       zstd frames, each TEXT_BLOCK consecutive documents' texts (pack_texts)
                 textpos.KKK    the byte offset of each frame, and the end of the last (u64) The table is built with libdivsufsort
             (the `pydivsufsort` wheel) on the tokenized bytes, keeping token-aligned suffixes: the same table as the
             package's own indexer, which needs a Hugging Face tokenizer download and cannot build 32-bit tables in
@@ -37,7 +37,7 @@ import numpy as np
 SHARDS = "shards"
 MAX_SHARD_TOKENS = 1 << 28  # 1 GiB of u32 tokens: libdivsufsort needs ~9x that while it sorts
 BATCH_DOCS = 256
-TEXT_BLOCK = 64  # documents per compressed frame of the text store: a snippet decompresses one frame
+TEXT_BLOCK = 16  # documents per compressed frame of the text store: a snippet decompresses one frame (~50 KB)
 TEXT_FILES = ("text", "textpos")  # not words the engine looks for (FORBIDDEN)
 TASK_CPUS = 1.0
 NOT_ISOLATED = ("a bad corpus record is quarantined by the reader; a failing part is a worker or node failure, "
@@ -132,7 +132,7 @@ class _ShardWriter:
 
         if not self.block:
             return
-        frame = zstandard.ZstdCompressor(level=3).compress(json.dumps(self.block).encode("utf-8"))
+        frame = zstandard.ZstdCompressor(level=3).compress(pack_texts(self.block))
         self.files["textpos"].write(np.uint64(self.text_pos).tobytes())
         self.files["text"].write(frame)
         self.text_pos += len(frame)
@@ -148,6 +148,20 @@ class _ShardWriter:
                 (self.where / f"{name}.{self.k:03d}").unlink()
             return
         build_table(self.where / f"tokenized.{self.k:03d}", self.where / f"table.{self.k:03d}")
+
+
+def pack_texts(texts: list[str]) -> bytes:
+    """Texts as one frame's bytes: their count and UTF-8 byte lengths (u32 little-endian), then the texts."""
+    raw = [t.encode("utf-8", "surrogatepass") for t in texts]
+    return np.array([len(raw), *map(len, raw)], dtype="<u4").tobytes() + b"".join(raw)
+
+
+def unpack_text(frame: bytes, k: int) -> str:
+    """The k-th text of a frame made by pack_texts."""
+    count = int(np.frombuffer(frame, dtype="<u4", count=1)[0])
+    lengths = np.frombuffer(frame, dtype="<u4", count=count + 1, offset=0)[1:].astype(np.int64)
+    start = 4 * (count + 1) + int(lengths[:k].sum())
+    return frame[start:start + int(lengths[k])].decode("utf-8", "surrogatepass")
 
 
 def build_table(tokenized: Path, table: Path, width: int = 4) -> None:

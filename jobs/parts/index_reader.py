@@ -9,7 +9,6 @@ byte offsets): the engine's own document call returns a window whose start it do
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import tempfile
 from dataclasses import dataclass
@@ -75,57 +74,57 @@ class Occurrence:
 
 
 class PartReader:
-    """One index part directory: the engine over its shards, occurrences and the documents' text."""
+    """One index part directory, searched in batches (jobs/parts/index_search.py): the longest match at each of
+    many starts, words' and spans' counts, a span's first documents, and the documents' text."""
 
     def __init__(self, part_dir: str):
+        from jobs.parts.index_search import ShardSearch, shard_numbers
+
         self.dir = Path(part_dir)
-        self.engine = engine_over([part_dir])
-        self._shard_of: dict[int, int] = {}  # engine shard number -> shard file number (from the metadata)
+        self.shards = [ShardSearch(self.dir, k) for k in shard_numbers(self.dir)]
 
-    def occurrence(self, s: int, rank: int) -> Occurrence:
-        d = self.engine.get_doc_by_rank(s=s, rank=rank, max_disp_len=1)
-        meta = json.loads(d["metadata"])
-        k = int(meta.get("shard", s))
-        self._shard_of[s] = k
-        n = int(meta.get("n", d["doc_ix"]))
-        ptr = _pointer(self.dir, k, rank)
-        start = int(_doc_offsets(str(self.dir), k)[n])
-        return Occurrence(str(meta["id"]), meta.get("file"), k, n, (ptr - start) // 4 - 1, int(d["doc_len"]))
+    def longest_prefix(self, queries: list[np.ndarray]) -> np.ndarray:
+        """Per query, its longest prefix that occurs in this part (the best over its shards)."""
+        best = np.zeros(len(queries), dtype=np.int64)
+        for sh in self.shards:
+            np.maximum(best, sh.longest_prefix(queries), out=best)
+        return best
 
-    def occurrences(self, found: dict, limit: int) -> list[Occurrence]:
-        """The first `limit` occurrences of a `find` result, in corpus order (shard, then document, then offset);
-        at most `limit` read per shard."""
-        out: list[Occurrence] = []
-        for s, (lo, hi) in enumerate(found["segment_by_shard"]):
-            if hi > lo:
-                out += sorted((self.occurrence(s, r) for r in range(lo, min(hi, lo + limit))),
-                              key=lambda o: (o.n, o.word_offset))
-            if len(out) >= limit:
-                break
-        return out[:limit]
+    def counts(self, queries: list[np.ndarray]) -> np.ndarray:
+        total = np.zeros(len(queries), dtype=np.int64)
+        for sh in self.shards:
+            total += sh.counts(queries)
+        return total
+
+    def span_hits(self, queries: list[np.ndarray], limit: int, max_fetch: int = 1000
+                  ) -> list[tuple[int, list[Occurrence]]]:
+        """Per query: (its count in this part, its first `limit` documents in corpus order, each with its first
+        occurrence). At most `max_fetch` occurrences are read per shard to find them."""
+        out: list[tuple[int, list[Occurrence]]] = [(0, []) for _ in queries]
+        for sh in self.shards:
+            lo, hi = sh.bounds(queries), sh.bounds(queries, upper=True)
+            for r in np.flatnonzero(hi > lo):
+                cnt, docs = out[r]
+                if len(docs) < limit:
+                    docs = docs + self._documents(sh, int(lo[r]), int(min(hi[r], lo[r] + max_fetch)),
+                                                  limit - len(docs))
+                out[r] = (cnt + int(hi[r] - lo[r]), docs)
+        return out
+
+    @staticmethod
+    def _documents(sh, lo: int, hi: int, limit: int) -> list[Occurrence]:
+        first: dict[int, tuple[int, int]] = {}
+        for n, offset, words in sorted(zip(*(a.tolist() for a in sh.documents(sh.pointers(np.arange(lo, hi)))))):
+            first.setdefault(n, (offset, words))
+        out = []
+        for n, (offset, words) in list(first.items())[:limit]:
+            meta = sh.metadata(n)
+            out.append(Occurrence(str(meta["id"]), meta.get("file"), sh.k, n, offset, words))
+        return out
 
     def text(self, shard: int, n: int) -> str | None:
         """The document's text from the index's text store (None where the index has none)."""
         return _document_text(str(self.dir), shard, n)
-
-
-def _pointer(where: Path, k: int, rank: int) -> int:
-    """The byte position in tokenized.KKK of the suffix at `rank` (the table's little-endian pointer)."""
-    table, ratio = _table(str(where), k)
-    raw = table[rank * ratio:(rank + 1) * ratio]
-    return int.from_bytes(raw.tobytes(), "little")
-
-
-@lru_cache(maxsize=64)
-def _table(where: str, k: int) -> tuple[np.memmap, int]:
-    size = (Path(where) / f"tokenized.{k:03d}").stat().st_size
-    ratio = max(1, int(np.ceil(np.log2(max(2, size)) / 8)))  # as corpus_index.build_table writes it
-    return np.memmap(Path(where) / f"table.{k:03d}", dtype=np.uint8, mode="r"), ratio
-
-
-@lru_cache(maxsize=64)
-def _doc_offsets(where: str, k: int) -> np.memmap:
-    return np.memmap(Path(where) / f"offset.{k:03d}", dtype="<u8", mode="r")
 
 
 @lru_cache(maxsize=64)
@@ -134,39 +133,43 @@ def _text_positions(where: str, k: int) -> np.ndarray | None:
     return np.fromfile(path, dtype="<u8") if path.exists() else None
 
 
-@lru_cache(maxsize=256)
-def _text_block(where: str, k: int, block: int) -> tuple[str, ...]:
+@lru_cache(maxsize=64)
+def _text_frame(where: str, k: int, block: int) -> bytes:
     import zstandard
 
     pos = _text_positions(where, k)
     with open(Path(where) / f"text.{k:03d}", "rb") as fh:
         fh.seek(int(pos[block]))
         frame = fh.read(int(pos[block + 1] - pos[block]))
-    return tuple(json.loads(zstandard.ZstdDecompressor().decompress(frame)))
+    return zstandard.ZstdDecompressor().decompress(frame)
 
 
+@lru_cache(maxsize=1024)
 def _document_text(where: str, k: int, n: int) -> str | None:
-    from jobs.parts.corpus_index import TEXT_BLOCK
+    from jobs.parts.corpus_index import TEXT_BLOCK, unpack_text
 
     if _text_positions(where, k) is None:
         return None
-    return _text_block(where, k, n // TEXT_BLOCK)[n % TEXT_BLOCK]
+    return unpack_text(_text_frame(where, k, n // TEXT_BLOCK), n % TEXT_BLOCK)
 
 
 def snippet(text: str, word_start: int, word_end: int, context: int) -> dict:
     """The passage of `text` from `context` words before word `word_start` to `context` words after `word_end`
     (words as `tidemark overlap` counts them), with where the match lies in it (character offsets in the
-    snippet). Text whose lowercasing changes its words is cut from its lowercased form."""
+    snippet). Only the words up to the passage's end are found; text whose lowercasing may change its words
+    (non-ASCII, checked) is cut from its lowercased form when it does."""
+    from itertools import islice
+
     from scoring.overlap.ngrams import words
 
-    spans = [m.span() for m in WORD.finditer(text)]
-    if len(spans) != len(words(text)):
+    if not text.isascii() and len(WORD.findall(text)) != len(words(text)):
         text = text.lower()
-        spans = [m.span() for m in WORD.finditer(text)]
-    if not spans or word_start >= len(spans):
+    word_end = max(word_end, word_start + 1)
+    spans = [m.span() for m in islice(WORD.finditer(text), word_end + context)]
+    if word_start >= len(spans):
         return {"snippet": "", "match_start": 0, "match_end": 0}
-    word_end = min(max(word_end, word_start + 1), len(spans))
+    word_end = min(word_end, len(spans))
     lo = spans[max(0, word_start - context)][0]
-    hi = spans[min(len(spans), word_end + context) - 1][1]
+    hi = spans[-1][1]
     return {"snippet": text[lo:hi], "match_start": spans[word_start][0] - lo,
             "match_end": spans[word_end - 1][1] - lo}

@@ -37,7 +37,9 @@ def run_text_only(cfg) -> dict:
     job_fp = setup.fingerprint(cfg, methods, _input_identity(cfg))
     done = ids.completed_result(dest, job_fp, out) if cfg.resume else None
     if done is not None:
-        log(f"{dest.uri} already holds this job's complete output (_SUCCESS); nothing to do")
+        log(f"{dest.uri} already holds this job's complete output (_SUCCESS); nothing to generate")
+        if cfg.trace_index:
+            done["trace"] = trace_generations(cfg, dest)
         return done
     dest.clear_complete()
     start_driver()
@@ -68,6 +70,9 @@ def run_text_only(cfg) -> dict:
     metrics = compute_metrics(scores, methods, seed=cfg.seed, n_bootstrap=cfg.n_bootstrap, calibrate=cfg.calibrate,
                               counts=counts)
     phases.lap("metrics")
+    traced = trace_generations(cfg, dest) if cfg.trace_index else None
+    if traced:
+        phases.lap("trace (workers)")
     blind_res = blind["job"].result_excluding(set(run["quarantined_ids"]))
     phases.lap("blind baseline (waiting for it)")
     from jobs.kit.text_only_report import examples, set_test, write_blind
@@ -80,13 +85,26 @@ def run_text_only(cfg) -> dict:
                        "blind_baseline_sample": (blind_res or {}).get("sample"), "phases_s": phases.laps,
                        "served_model": setup.served_record(), "generation": generation_record(setup, gen),
                        "set_test": set_test(scores, cfg.set_test, methods),
-                       "examples": examples(dest, scores, methods), "command": command_line()})
+                       "examples": examples(dest, scores, methods), "trace": traced, "command": command_line()})
     report = write_outputs(out, scores, metrics, methods, run_info, blind_res["auc"] if blind_res else None,
                            write_scores=False)
     phases.lap("report and plots")
     ids.publish(dest, out, {"job": "evaluate", "fingerprint": job_fp, "counts": counts, "run_id": run["run_id"]})
     return {"report": str(report), "metrics": metrics, "counts": counts, "seconds": run_info["seconds"],
-            "blind": blind_res["auc"] if blind_res else None, "phases_s": phases.laps}
+            "blind": blind_res["auc"] if blind_res else None, "phases_s": phases.laps, "trace": traced}
+
+
+def trace_generations(cfg, dest) -> dict:
+    """`tidemark trace` of this run's generated samples against --trace-index, into OUT/trace/ (its own
+    `_SUCCESS`); returns what run.json records of it."""
+    from jobs.commands.trace import TraceConfig, run_trace
+
+    res = run_trace(TraceConfig(index=cfg.trace_index, generations=dest.uri, out=dest.child("trace"),
+                                runner="ray", progress=cfg.progress))
+    s = res["summary"]
+    return {"index": cfg.trace_index, "out": "trace/", "texts": s["counts"]["traced"],
+            "texts_with_span": s["summary"]["texts_with_span"], "spans": s["summary"]["spans"],
+            "min_words": s["settings"]["min_words"], "seconds": s["seconds"]}
 
 
 @dataclass(frozen=True)

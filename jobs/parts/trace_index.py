@@ -2,8 +2,9 @@
 (a directory of shards, as `index-corpus` wrote it), through jobs/plane/task_map (Ray tasks, or this process on
 the local plane).
 
-    round 1 (longest): per text and word, the longest run of words from there that occurs in this part, and each
-            word's count in this part. The driver takes the maximum over parts (a run occurs in the corpus when it
+    round 1 (longest): per text and word, the longest run of words from there that occurs in this part (every
+            start of every text in the batch searched at once: jobs/parts/index_search.py), and each word's count
+            in this part. The driver takes the maximum over parts (a run occurs in the corpus when it
             occurs in one part: documents do not cross parts) and sums the counts, which gives the maximal spans
             and their rarity (scoring/trace/spans.py).
     round 2 (hits): per kept span, its count in this part and its first `docs_per_span` occurrences there:
@@ -20,6 +21,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 TASK_CPUS = 1.0
+WIDTH = 64  # words searched from each start at first (a run that fills it is searched again, twice as wide)
 
 
 def text_word_ids(text: str) -> np.ndarray:
@@ -38,23 +40,31 @@ def _reader(shared: dict, part: str):
 
 
 def longest_in_part(shared: dict, part: str, batch: int) -> dict:
-    """Round 1 for one (part, batch of texts)."""
-    from scoring.trace.spans import longest_matches
-
-    engine = _reader(shared, part).engine
-    counts: dict[int, int] = {}
-    longest, unigrams = [], []
-    for ids in shared["batches"][batch]:
-        ids = [int(x) for x in ids]
-        for w in set(ids) - counts.keys():
-            counts[w] = int(engine.count([w])["count"])
-
-        def occurs(i: int, j: int) -> bool:
-            return counts[ids[i]] > 0 if j == i + 1 else int(engine.count(ids[i:j])["count"]) > 0
-
-        longest.append(longest_matches(occurs, len(ids)))
-        unigrams.append(np.array([counts[w] for w in ids], dtype=np.int64))
+    """Round 1 for one (part, batch of texts): every start's suffix of every text searched at once."""
+    reader = _reader(shared, part)
+    texts = [np.asarray(t, dtype=np.uint32) for t in shared["batches"][batch]]
+    longest = _longest(reader, texts)
+    distinct = np.unique(np.concatenate(texts)) if texts and any(t.size for t in texts) else np.zeros(0, np.uint32)
+    counts = dict(zip(distinct.tolist(), reader.counts([distinct[k:k + 1] for k in range(distinct.size)]).tolist()))
+    unigrams = [np.array([counts[w] for w in t.tolist()], dtype=np.int64) for t in texts]
     return {"part": part, "batch": batch, "longest": longest, "unigrams": unigrams}
+
+
+def _longest(reader, texts: list[np.ndarray]) -> list[np.ndarray]:
+    """Per text, the longest occurring run of words from each word: each start's next WIDTH words searched, then
+    those whose whole window occurs searched again with a doubled window, until every run has ended."""
+    out = [np.zeros(t.size, dtype=np.int64) for t in texts]
+    todo = [(k, i) for k, t in enumerate(texts) for i in range(t.size)]
+    width = WIDTH
+    while todo:
+        found = reader.longest_prefix([texts[k][i:i + width] for k, i in todo])
+        again = []
+        for (k, i), n in zip(todo, found.tolist()):
+            out[k][i] = n
+            if n == width and i + width < texts[k].size:
+                again.append((k, i))
+        todo, width = again, width * 2
+    return out
 
 
 def hits_in_part(shared: dict, part: str, batch: int) -> dict:
@@ -62,18 +72,17 @@ def hits_in_part(shared: dict, part: str, batch: int) -> dict:
     from jobs.parts.index_reader import snippet
 
     reader = _reader(shared, part)
+    spans = [np.asarray(x, dtype=np.uint32) for x in shared["span_batches"][batch]]
     out = []
-    for ids in shared["span_batches"][batch]:
-        found = reader.engine.find([int(x) for x in ids])
-        occ = reader.occurrences(found, shared["docs_per_span"]) if int(found["cnt"]) else []
+    for ids, (count, occ) in zip(spans, reader.span_hits(spans, shared["docs_per_span"])):
         hits = []
         for o in occ:
             text = reader.text(o.shard, o.n)
-            cut = snippet(text, o.word_offset, o.word_offset + len(ids), shared["context_words"]) if text \
+            cut = snippet(text, o.word_offset, o.word_offset + ids.size, shared["context_words"]) if text \
                 else {"snippet": None, "match_start": None, "match_end": None}
             hits.append({"doc_id": o.doc_id, "file": o.file, "part": part, "shard": o.shard, "n": o.n,
                          "word_offset": o.word_offset, "doc_words": o.doc_words, **cut})
-        out.append([int(found["cnt"]), hits])
+        out.append([count, hits])
     return {"part": part, "batch": batch, "spans": out}
 
 

@@ -39,48 +39,69 @@ class TraceSettings:
     context_words: int = 40
     batch_texts: int = 500
     batch_spans: int = 2000
+    chunk_texts: int = 2000  # texts traced, merged and written at a time: the driver holds one chunk's snippets
 
 
 def trace(rows: list[dict], idx: str, local, meta: dict, s: TraceSettings, *, progress: bool = True
           ) -> tuple[pa.Table, pa.Table, dict]:
-    """(spans, documents, statistics) for the texts `rows` ({"id", "text"})."""
+    """(spans, documents, statistics) for the texts `rows` ({"id", "text"}), all in memory (one text, tests)."""
+    chunks = list(trace_chunks(rows, idx, local, meta, s, progress=progress))
+    spans = pa.concat_tables([c[1] for c in chunks]) if chunks else SPANS_SCHEMA.empty_table()
+    docs = pa.concat_tables([c[2] for c in chunks]) if chunks else DOCUMENTS_SCHEMA.empty_table()
+    stats = {"texts": len(rows), "words": sum(c[3]["words"] for c in chunks), "spans": spans.num_rows,
+             "longest": [x for c in chunks for x in c[3]["longest"]], "parts": chunks[0][3]["parts"] if chunks else 0}
+    return spans, docs, stats
+
+
+def trace_chunks(rows: list[dict], idx: str, local, meta: dict, s: TraceSettings, *, progress: bool = True):
+    """Per chunk of `chunk_texts` texts: (its rows, spans, documents, statistics), in input order; a progress bar
+    over the texts."""
+    from tqdm import tqdm
+
     from jobs.parts.index_reader import part_dirs
+
+    parts = [f"shards/{p.rsplit('/', 1)[-1]}" for p in part_dirs(local)]
+    if not parts:
+        raise ValueError(f"{idx} holds no indexed document")
+    total = max(1, int(meta["counts"]["tokens"]) - int(meta["counts"]["documents"]))  # less a separator a document
+    with tqdm(total=len(rows), desc="trace", unit="text", disable=not progress) as bar:
+        for c in range(0, len(rows), s.chunk_texts):
+            chunk = rows[c:c + s.chunk_texts]
+            yield (chunk, *_trace_chunk(chunk, idx, parts, total, s))
+            bar.update(len(chunk))
+
+
+def _trace_chunk(rows: list[dict], idx: str, parts: list[str], total: int, s: TraceSettings
+                 ) -> tuple[pa.Table, pa.Table, dict]:
     from jobs.parts.trace_index import batched, hits_in_part, longest_in_part, run_rounds, text_word_ids
     from scoring.trace.spans import kept_spans
 
-    parts = [p.rsplit("/", 1)[-1] for p in part_dirs(local)]
-    if not parts:
-        raise ValueError(f"{idx} holds no indexed document")
-    parts = [f"shards/{p}" for p in parts]
     ids = [text_word_ids(r["text"]) for r in rows]
     batches = batched(ids, s.batch_texts)
     longest = [np.zeros(a.size, dtype=np.int64) for a in ids]
     unigrams = [np.zeros(a.size, dtype=np.int64) for a in ids]
     for res in run_rounds(longest_in_part, idx, parts, len(batches), {"batches": batches}, desc="trace: spans",
-                          progress=progress):
+                          progress=False):
         base = res["batch"] * s.batch_texts
         for k, (lg, ug) in enumerate(zip(res["longest"], res["unigrams"])):
             np.maximum(longest[base + k], lg, out=longest[base + k])
             unigrams[base + k] += ug
-    total = int(meta["counts"]["tokens"]) - int(meta["counts"]["documents"])  # less one separator a document
-    kept = [kept_spans(lg, ug, max(total, 1), s.min_words) for lg, ug in zip(longest, unigrams)]
+    kept = [kept_spans(lg, ug, total, s.min_words) for lg, ug in zip(longest, unigrams)]
     flat = [(t, sp) for t, spans in enumerate(kept) for sp in spans]
     span_batches = batched([ids[t][sp.start:sp.end] for t, sp in flat], s.batch_spans)
     counts = np.zeros(len(flat), dtype=np.int64)
     hits: list[dict[str, list]] = [{} for _ in flat]
     for res in run_rounds(hits_in_part, idx, parts, len(span_batches) if flat else 0,
                           {"span_batches": span_batches, "docs_per_span": s.docs_per_span,
-                           "context_words": s.context_words}, desc="trace: documents", progress=progress):
+                           "context_words": s.context_words}, desc="trace: documents", progress=False):
         base = res["batch"] * s.batch_spans
         for k, (cnt, occ) in enumerate(res["spans"]):
             counts[base + k] += cnt
             hits[base + k][res["part"]] = occ
     firsts = [[o for p in parts for o in h.get(p, [])][:s.docs_per_span] for h in hits]
-    spans_table = _spans_table(rows, kept, flat, counts, firsts)
-    docs_table = _documents_table(rows, flat, firsts)
-    stats = {"texts": len(rows), "words": int(sum(a.size for a in ids)), "spans": len(flat),
-             "longest": [int(lg.max()) if lg.size else 0 for lg in longest], "parts": len(parts)}
-    return spans_table, docs_table, stats
+    stats = {"words": int(sum(a.size for a in ids)), "spans": len(flat),
+             "longest": [max((sp.words for sp in spans), default=0) for spans in kept], "parts": len(parts)}
+    return _spans_table(rows, kept, flat, counts, firsts), _documents_table(rows, flat, firsts), stats
 
 
 def _text_cut(text: str, start: int, end: int) -> str:

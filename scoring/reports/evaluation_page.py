@@ -7,7 +7,8 @@ import math
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from scoring.reports.generation_sections import generation_sections, set_test_section, set_test_sentence
+from scoring.reports.generation_sections import (generation_sections, set_test_section, set_test_sentence,
+                                                 trace_sentence)
 from scoring.reports.html import (Code, Figure, Page, Row, Section, Table, left_out, num, num_ci, output_files,
                                  pct)
 
@@ -136,6 +137,8 @@ def evaluation_page(out_dir: Path, records: Sequence[dict], run_info: Mapping, b
     if test:
         sections.insert(0, set_test_section(test, blind))
     sections += generation_sections(run_info.get("generation"), run_info.get("examples"))
+    if run_info.get("trace"):
+        sections.append(Section("Traced to the corpus", [trace_sentence(run_info["trace"])]))
     head, summary = headline(records, blind)
     if test:  # the decision asked for is the set test; the AUC becomes its context
         head, summary = set_test_sentence(test), f"{head} {summary}".strip()

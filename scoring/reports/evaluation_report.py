@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from scoring.detectors import Method
 from scoring.reports.figures import png_bytes, pyplot
-from scoring.reports.generation_sections import generation_markdown, set_test_markdown
+from scoring.reports.generation_sections import generation_markdown, set_test_markdown, trace_sentence
 from scoring.stats.comparison import comparison_lines
 from scoring.stats.evaluation import bucket_groups
 
@@ -142,4 +142,6 @@ def report_markdown(records: Sequence[dict], run_info: Mapping, blind: Mapping[s
         md += comparison_lines(records, compare)
     md += set_test_markdown(run_info.get("set_test"))
     md += generation_markdown(run_info.get("generation"), run_info.get("examples"))
+    if run_info.get("trace"):
+        md += ["## Traced to the corpus", "", trace_sentence(run_info["trace"]), ""]
     return "\n".join(md)

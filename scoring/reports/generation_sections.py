@@ -33,6 +33,16 @@ def set_test_markdown(t: Mapping | None) -> list[str]:
             SHOWS, "", DOES_NOT_SHOW, ""]
 
 
+def trace_sentence(t: Mapping | None) -> str:
+    """What `--trace-index` found, in a sentence (run.json's `trace`), or "" without one."""
+    if not t:
+        return ""
+    share = f" ({100 * t['texts_with_span'] / t['texts']:.1f}%)" if t.get("texts") else ""
+    return (f"{t['texts_with_span']:,} of {t['texts']:,} generated samples{share} contain a span of at least "
+            f"{t['min_words']} words found verbatim in the corpus index {t['index']} ({t['spans']:,} spans); each "
+            f"span's documents are in {t['out']} (report.html, spans.parquet, documents.parquet).")
+
+
 def set_test_section(t: Mapping, blind: Mapping | None) -> Section:
     rows = [[Code(t["column"]), t["n_suspect"], t["n_reference"], num(t["mean_suspect"], 4),
              num(t["mean_reference"], 4), num(t["auc"]), num(t["u"], 1), f"{t['p_value']:.3g}", t["method"]]]

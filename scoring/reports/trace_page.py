@@ -130,7 +130,7 @@ def report_page(report: dict, rows: list[dict], spans, docs, out_dir) -> Page:
              ("minimum span", f"{report['settings']['min_words']} words"),
              ("time", f"{report['seconds']} s ({report['seconds_per_text']} s a text)")]
     more = f" Showing the {TEXTS_SHOWN} texts with the longest spans; every span is in spans.parquet." \
-        if len(traced) > TEXTS_SHOWN else ""
+        if report["summary"]["texts_with_span"] > TEXTS_SHOWN else ""
     warnings = [] if idx.get("text_store") else [
         "This index was built without the documents' text: spans, counts and document ids are shown, passages are "
         "not (rebuild it with this version of `tidemark index-corpus`)."]
@@ -138,18 +138,15 @@ def report_page(report: dict, rows: list[dict], spans, docs, out_dir) -> Page:
                 warnings=warnings, files=output_files(Path(out_dir), FILES))
 
 
-def plot_longest(report: dict, ids: list[str], spans) -> bytes:
+def plot_longest(report: dict, longest: list[int]) -> bytes:
     """A histogram of each text's longest traced span (0: none of at least --min-words)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    longest = {i: 0 for i in ids}
-    for i, w in zip(spans.column("id").to_pylist(), spans.column("words").to_pylist()):
-        longest[i] = max(longest[i], w)
     fig, ax = plt.subplots(figsize=(7, 3.4), dpi=110)
-    vals = list(longest.values()) or [0]
+    vals = list(longest) or [0]
     ax.hist(vals, bins=min(40, max(5, len(set(vals)))), color="#3b6ea5")
     ax.axvline(report["settings"]["min_words"], color="#999", ls="--", lw=1, label="--min-words")
     ax.set_xlabel("longest span found in the corpus (words; 0: none kept)")

@@ -28,20 +28,6 @@ class Span:
         return self.end - self.start
 
 
-def longest_matches(occurs, n_words: int) -> np.ndarray:
-    """`longest[i]` for i in range(n_words), given `occurs(i, j)`: whether words [i, j) occur in the corpus.
-    Two pointers: the end never moves back (what occurs from i minus its first word occurs from i + 1), so about
-    2 * n_words questions in all, not one per (start, length)."""
-    longest = np.zeros(n_words, dtype=np.int64)
-    j = 0
-    for i in range(n_words):
-        j = max(j, i)
-        while j < n_words and occurs(i, j + 1):
-            j += 1
-        longest[i] = j - i
-    return longest
-
-
 def maximal_spans(longest: np.ndarray) -> list[tuple[int, int]]:
     """[start, end) of every maximal occurring span, in text order."""
     out: list[tuple[int, int]] = []

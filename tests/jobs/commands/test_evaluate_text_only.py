@@ -97,6 +97,31 @@ def test_a_finished_job_is_not_paid_twice(full, generation_lm):
         assert server.requests == probe  # the probe only: the job was already complete
 
 
+def test_trace_index_traces_a_finished_run_s_samples_without_asking_again(full, generation_lm, tmp_path):
+    """--trace-index on a finished run: only the probe is sent; every generated sample is traced or quarantined,
+    against an index of the model's training texts (the members)."""
+    pytest.importorskip("infini_gram")
+    from jobs.commands.index_corpus import IndexConfig, run_index
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"id": p["id"], "text": p["text"]}) + "\n" for p in generation_lm["members"]))
+    run_index(IndexConfig(corpus=str(corpus), out=str(tmp_path / "idx"), progress=False))
+    with LoopbackServer(generation_lm["model"]) as server:
+        invoke(*run_args(server, generation_lm, full["out"], "--set-test", "ngram_coverage", "--trace-index",
+                         str(tmp_path / "idx")))
+        probe = json.loads((full["out"] / "run.json").read_text())["generation"]["probe"]["calls"]
+        assert server.requests == probe
+    gens = pq.read_table(full["out"] / "generations.parquet")
+    report = json.loads((full["out"] / "trace" / "report.json").read_text())
+    assert report["counts"]["rows_in"] == gens.num_rows
+    assert report["counts"]["traced"] == sum(s >= 0 for s in gens.column("sample").to_pylist()) - \
+        report["counts"]["reasons"].get("no_words", 0)
+    spans = pq.read_table(full["out"] / "trace" / "spans.parquet").to_pylist()
+    members = {p["id"] for p in generation_lm["members"]}
+    assert spans and {d for s in spans for d in s["doc_ids"]} <= members
+    assert (full["out"] / "trace" / "_SUCCESS").exists()
+
+
 def test_a_budget_stops_before_the_limit_and_a_raised_one_finishes_the_same(full, generation_lm, tmp_path):
     out = tmp_path / "budget"
     with LoopbackServer(generation_lm["model"]) as server:

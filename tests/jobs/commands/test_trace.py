@@ -35,7 +35,7 @@ def corpus(tmp_path_factory) -> dict:
     docs[10] = ("planted", "Once upon a midnight dreary, while I pondered, weak and weary, over many a quaint and "
                 "curious volume of forgotten lore. " + docs[10][1])
     docs[40] = ("markup", docs[40][1] + " <script>alert('x')</script> the raven said nevermore & more")
-    docs[70] = ("twice", "while i pondered weak and weary " + docs[70][1])
+    docs[70] = ("twice", "while i pondered weak and weary " + docs[70][1] + " while i pondered weak and weary")
     (root / "c").mkdir()
     for f in range(3):
         with open(root / "c" / f"part{f}.jsonl", "w") as fh:
@@ -48,6 +48,7 @@ def corpus(tmp_path_factory) -> dict:
                                    "slept."},
              {"id": "copy", "text": "Noise words " + " ".join(docs[55][1].split()[5:40]) + " end."},
              {"id": "markup", "text": "the <script>alert('x')</script> the raven said nevermore"},
+             {"id": "twice", "text": "so while I pondered weak and weary, I slept"},
              {"id": "none", "text": "zzz yyy xxx qqq"},
              {"id": "empty", "text": " ... "},
              {"id": "poe", "text": "a duplicate id"}]
@@ -79,7 +80,8 @@ def brute_force(docs, text: str, min_words: int, limit: int) -> list[dict]:
             reach = i + n
             if n >= min_words:
                 hits = where(w[i:i + n])
-                spans.append({"start": i, "end": i + n, "count": len(hits), "docs": hits[:limit]})
+                docs = list({d: (d, k) for d, k in reversed(hits)}.values())[::-1]  # a document's first occurrence
+                spans.append({"start": i, "end": i + n, "count": len(hits), "docs": docs[:limit]})
     return spans
 
 
@@ -89,7 +91,7 @@ def test_spans_counts_and_documents_equal_a_scan_of_the_corpus(corpus, tmp_path)
     spans = pq.read_table(tmp_path / "o" / "spans.parquet").to_pylist()
     meta = json.loads((corpus["idx"] / "index.json").read_text())
     assert meta["counts"]["parts"] >= 2 and meta["counts"]["shards"] > meta["counts"]["parts"]
-    for row in corpus["rows"][:4]:
+    for row in corpus["rows"][:5]:
         want = brute_force(corpus["docs"], row["text"], 4, 3)
         got = sorted((s for s in spans if s["id"] == row["id"]), key=lambda s: s["start"])
         assert [(s["start"], s["end"], s["count"]) for s in got] == [(x["start"], x["end"], x["count"]) for x in want]
@@ -98,7 +100,9 @@ def test_spans_counts_and_documents_equal_a_scan_of_the_corpus(corpus, tmp_path)
     # "once upon a midnight dreary while i pondered weak and weary": 11 words, once, in `planted`; the shorter run
     # `twice` also holds lies inside it, so it is no span of its own
     assert [(s["words"], s["count"], s["doc_ids"]) for s in poe] == [(11, 1, ["planted"])]
-    assert res["summary"]["counts"] == {"rows_in": 7, "traced": 4, "quarantined": 3,
+    twice = [s for s in spans if s["id"] == "twice"]  # twice in `twice`, once in `planted`: 3, two documents
+    assert [(s["words"], s["count"], s["doc_ids"]) for s in twice] == [(6, 3, ["planted", "twice"])]
+    assert res["summary"]["counts"] == {"rows_in": 8, "traced": 5, "quarantined": 3,
                                         "reasons": {"no_words": 1, "duplicate_id": 1, "bad_json": 1}}
     q = pq.read_table(tmp_path / "o" / "quarantine.parquet")
     assert q.num_rows == 3 and (tmp_path / "o" / "_SUCCESS").exists()
@@ -118,7 +122,7 @@ def test_documents_have_snippets_bm25_ranks_and_the_page_escapes_them(corpus, tm
     page = (tmp_path / "o" / "report.html").read_text()
     assert "<script>" not in page and "script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
     report = json.loads((tmp_path / "o" / "report.json").read_text())
-    assert report["summary"]["texts_with_span"] == 3
+    assert report["summary"]["texts_with_span"] == 4
     assert (tmp_path / "o" / "longest.png").stat().st_size > 1000
 
 
@@ -135,12 +139,14 @@ def test_a_traced_document_is_found_by_overlap_for_the_same_span(corpus, tmp_pat
         assert set(s["doc_ids"]) <= {d["id"] for d in found["documents"]}
 
 
-def test_the_ray_runner_gives_the_local_runner_s_tables(corpus, tmp_path, ray_session):
+def test_the_ray_runner_and_chunks_give_the_local_runner_s_tables(corpus, tmp_path, ray_session):
     common = dict(index=str(corpus["idx"]), texts=str(corpus["texts"]), min_words=4, batch_texts=2, progress=False)
     local = run_trace(TraceConfig(out=str(tmp_path / "l"), runner="local", **common))
-    on_ray = run_trace(TraceConfig(out=str(tmp_path / "r"), runner="ray", **common))
+    on_ray = run_trace(TraceConfig(out=str(tmp_path / "r"), runner="ray", chunk_texts=3, **common))  # 2 chunks
     assert on_ray["summary"]["runner"]["used"] == "ray"
-    assert on_ray["spans"].equals(local["spans"]) and on_ray["documents"].equals(local["documents"])
+    for name in ("spans.parquet", "documents.parquet"):
+        assert pq.read_table(tmp_path / "r" / name).equals(pq.read_table(tmp_path / "l" / name))
+    assert local["summary"]["summary"] == on_ray["summary"]["summary"]
 
 
 def test_bad_inputs_are_one_clear_line(corpus, tmp_path):

@@ -45,3 +45,18 @@ def test_a_shard_holds_documents_behind_separators_with_their_ids(tmp_path: Path
     empty = _ShardWriter(tmp_path, 1)
     empty.close()  # no document: no files (the engine cannot open an empty shard)
     assert not list(tmp_path.glob("*.001"))
+
+
+def test_the_text_store_gives_back_each_document_s_text(tmp_path: Path):
+    from jobs.parts.corpus_index import TEXT_BLOCK, pack_texts, unpack_text
+    from jobs.parts.index_reader import _document_text
+
+    texts = ["", "naïve café — 東京 🚀", "a\nb\tc", "x" * 5000]
+    frame = pack_texts(texts)
+    assert [unpack_text(frame, k) for k in range(len(texts))] == texts
+    w = _ShardWriter(tmp_path, 0)
+    many = [f"document {k} " + texts[k % len(texts)] for k in range(2 * TEXT_BLOCK + 3)]
+    for k, t in enumerate(many):
+        w.add(f"d{k}", np.array([k + 1], dtype=np.uint32), text=t, file="f.jsonl")
+    w.close()
+    assert [_document_text(str(tmp_path), 0, k) for k in range(len(many))] == many

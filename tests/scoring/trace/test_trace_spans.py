@@ -7,26 +7,11 @@ import numpy as np
 import pytest
 
 from scoring.trace.ranking import bm25_scores
-from scoring.trace.spans import covered_words, kept_spans, longest_matches, maximal_spans, merged, span_rarity
-
-CORPUS = "a b c d x a b y c d e".split()
-
-
-def occurs_in(corpus: list[str], text: list[str]):
-    joined = " " + " ".join(corpus) + " "
-    return lambda i, j: (" " + " ".join(text[i:j]) + " ") in joined
-
-
-def test_longest_match_at_each_word_equals_a_brute_force_search():
-    text = "q a b c d e b y c d e z".split()
-    longest = longest_matches(occurs_in(CORPUS, text), len(text))
-    brute = [max([j - i for j in range(i, len(text) + 1) if occurs_in(CORPUS, text)(i, j)] or [0])
-             for i in range(len(text))]
-    assert longest.tolist() == brute == [0, 4, 3, 3, 2, 1, 5, 4, 3, 2, 1, 0]
-
+from scoring.trace.spans import covered_words, kept_spans, maximal_spans, merged, span_rarity
 
 def test_maximal_spans_drop_the_spans_inside_longer_ones():
-    # from the longest matches above: "a b c d" (1-5), "c d e" (3-6), "b y c d e" (6-11); "b c d" is inside the first
+    # corpus "a b c d x a b y c d e", text "q a b c d e b y c d e z": "a b c d" (1-5), "c d e" (3-6), "b y c d e"
+    # (6-11); "b c d" (2-5) lies inside the first
     assert maximal_spans(np.array([0, 4, 3, 3, 2, 1, 5, 4, 3, 2, 1, 0])) == [(1, 5), (3, 6), (6, 11)]
     assert maximal_spans(np.zeros(3, dtype=int)) == []
 
