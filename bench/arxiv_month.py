@@ -59,7 +59,7 @@ def main_bench(args) -> int:
     import boto3
     from moto.server import ThreadedMotoServer
 
-    from bench.scale_bench import ROOT, log, run_job, write_job_runs
+    from bench.scale_jobs import ROOT, log, run_job, write_job_runs
 
     import logging
 

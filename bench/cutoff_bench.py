@@ -214,7 +214,7 @@ def versions(cfg: dict, work: Path) -> list[dict]:
 
 def text_only(cfg: dict, work: Path) -> list[dict]:
     """A memorising model behind the loopback server (sampling, no log-probabilities), ngram_coverage per month."""
-    from bench.generation_bench import serve
+    from bench.loopback_runs import serve
     from jobs.kit.dated_studies import build_study
 
     t = cfg["text_only"]

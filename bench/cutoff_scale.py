@@ -18,7 +18,7 @@ import json
 import shutil
 from pathlib import Path
 
-from bench.scale_bench import log, make_rows, run_job
+from bench.scale_jobs import log, make_rows, run_job
 
 MONTHS = 24
 FIRST = (2019, 1)

@@ -18,7 +18,7 @@ METHODS = "loss,min_k,min_k_pp,max_k,zlib"
 
 
 def main_bench(args) -> int:
-    from bench.scale_bench import WORDS, log, make_rows, run_job, write_job_runs
+    from bench.scale_jobs import WORDS, log, make_rows, run_job, write_job_runs
     from bench.workspace import tiny_model_dir
 
     work = Path(args.work or Path(args.out) / "_scale_di_work")
@@ -53,7 +53,7 @@ def main_bench(args) -> int:
 def main_codec(args) -> int:
     """CoDeC's flat-driver check: N suspect passages, two views each (alone, and after 3 pool passages); the driver
     holds the pool (<= 1,000 passages) and streams the score parts once into rows.parquet."""
-    from bench.scale_bench import WORDS, log, make_rows, run_job, write_job_runs
+    from bench.scale_jobs import WORDS, log, make_rows, run_job, write_job_runs
     from bench.workspace import tiny_model_dir
 
     work = Path(args.work or Path(args.out) / "_scale_codec_work")

@@ -36,7 +36,7 @@ def plain_loop(url: str, bodies: list[dict]) -> tuple[float, list[dict]]:
 
 
 def throughput(cfg: dict, work: Path, model_dir: str) -> dict:
-    from bench.generation_bench import evaluate, log, serve
+    from bench.loopback_runs import evaluate, log, serve
     from bench.workspace import passages
     from scoring.api.client import ApiConfig, CompletionsClient
     from scoring.generation.kinds import Settings, first_phase, kind_key

@@ -19,7 +19,6 @@ Writes <out>/gpu_<model>_<device>.json, a plot and a short Markdown table (print
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 import time

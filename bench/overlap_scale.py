@@ -103,7 +103,7 @@ def plain_scan(corpus: Path, bench_texts: list[str]) -> dict:
 
 def main_bench(args) -> int:
     from bench.common import environment, write_json
-    from bench.scale_bench import log, run_job
+    from bench.scale_jobs import log, run_job
 
     work = Path(args.work or Path(args.out) / "_scale_overlap_work")
     shutil.rmtree(work, ignore_errors=True)

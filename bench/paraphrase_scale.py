@@ -12,7 +12,7 @@ from pathlib import Path
 
 
 def main_bench(args) -> int:
-    from bench.scale_bench import WORDS, log, make_rows, run_job, write_job_runs
+    from bench.scale_jobs import WORDS, log, make_rows, run_job, write_job_runs
 
     work = Path(args.work or Path(args.out) / "_scale_paraphrase_work")
     work.mkdir(parents=True, exist_ok=True)

@@ -103,7 +103,7 @@ def main_bench(args) -> int:
     `python -m bench.scale_bench --job wikidump --sizes N,M`)."""
     import time
 
-    from bench.scale_bench import ROOT, log, run_job, write_job_runs
+    from bench.scale_jobs import ROOT, log, run_job, write_job_runs
 
     work = Path(args.work or Path(args.out) / "_scale_wikidump_work")
     runs: dict = {}
