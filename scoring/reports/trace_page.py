@@ -4,7 +4,6 @@ passage is untrusted (model output, corpus text): it goes into the page as `Mark
 html.py escapes."""
 from __future__ import annotations
 
-import io
 import re
 from pathlib import Path
 
@@ -140,12 +139,9 @@ def report_page(report: dict, rows: list[dict], spans, docs, out_dir) -> Page:
 
 def plot_longest(report: dict, longest: list[int]) -> bytes:
     """A histogram of each text's longest traced span (0: none of at least --min-words)."""
-    import matplotlib
+    from scoring.reports.figures import png_bytes, pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 3.4), dpi=110)
+    fig, ax = pyplot().subplots(figsize=(7, 3.4))
     vals = list(longest) or [0]
     ax.hist(vals, bins=min(40, max(5, len(set(vals)))), color="#3b6ea5")
     ax.axvline(report["settings"]["min_words"], color="#999", ls="--", lw=1, label="--min-words")
@@ -153,7 +149,4 @@ def plot_longest(report: dict, longest: list[int]) -> bytes:
     ax.set_ylabel("texts")
     ax.legend(frameon=False)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
+    return png_bytes(fig)
