@@ -46,6 +46,9 @@ def article_wikitext(rng: random.Random, title: str, passages: list[str]) -> str
             "[[File:Example.jpg|thumb|A picture of [[Springfield]]]]", "== Background ==", linked(paras[1])]
     for p in paras[2:]:
         body += ["== Events ==", "* " + linked(" ".join(p.split()[:25])), "* ''" + title + "'' item", linked(p)]
+    if rng.random() < 0.1:  # a table opened mid-line, as real pages have them: the renderer drops and counts it
+        body[-1] += ' {| class="wikitable"\n|-\n| 2021 || 2\n|}'
+
     body += ['{| class="wikitable"\n|-\n! Year !! Value\n|-\n| 2020 || 1\n|}',
              "== See also ==", "* [[Springfield]]", "== References ==", "{{Reflist}}",
              f"[[Category:{title[:1]} events]]"]

@@ -17,6 +17,8 @@ blocks in the object store.
 """
 from __future__ import annotations
 
+import json
+
 import zlib
 from collections import Counter
 from typing import Any, Mapping
@@ -118,6 +120,10 @@ def release_block(block: pa.Table, drops: pa.Table, cfg: Mapping[str, Any],
     created = pc.min_max(pc.drop_null(pc.if_else(pc.equal(block.column("created_at"), ""), None,
                                                  block.column("created_at"))))
     tally.created_min, tally.created_max = created["min"].as_py(), created["max"].as_py()
+    if "repairs" in block.column_names:
+        for repairs in pc.drop_null(pc.if_else(pc.equal(block.column("repairs"), ""), None,
+                                               block.column("repairs"))).to_pylist():
+            tally.repairs.update(json.loads(repairs))
     excluded = [_dropped_by_stages(block, tally, excluded_parts), _dropped_by_dedup(block, drops, tally,
                                                                                       excluded_parts)]
     rows: dict[str, list] = {name: [] for name in EXCLUDED_SCHEMA.names}

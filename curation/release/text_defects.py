@@ -5,7 +5,9 @@ A passage is *defective* when it has any of:
   opened on punctuation ("(, ; and");
 - `dangling_function_word`: a function word directly followed by punctuation ("is , containing", "altitude of .",
   "roughly ."), the trace of a dropped inline template such as {{convert}} or {{val}};
-- `markup`: wikitext or HTML left in (`{{ }} [[ ]] '' <ref {| |} thumb|`, an HTML entity such as `&ndash;`).
+- `markup`: wikitext or HTML left in (`{{ }} '' <ref {| |} thumb|`, an HTML entity such as `&ndash;`). Brackets
+  ("[[", "]]") are not counted: the renderer reads every well-formed link, and MediaWiki shows a broken one
+  ("[[link]") as the text it is, which is what a model read.
 
 `measure` gives the share of defective passages, counts per kind and a few examples: what the build records in
 the manifest (`text_defects`) and warns about above `text_defects.max_share`.
@@ -20,7 +22,7 @@ FUNCTION_WORDS = ("a", "an", "the", "of", "to", "in", "on", "at", "by", "for", "
                   "around", "nearly", "over", "under", "exceed", "exceeds", "reached", "measures", "between")
 _EMPTY_PARENS = re.compile(r"\((?:[^\w()]|\b(?:or|and)\b)*\)|\(\s*[,;:]")
 _DANGLING = re.compile(r"\b(?:" + "|".join(FUNCTION_WORDS) + r")\s+[,.;:)](?!\.)", re.IGNORECASE)  # not "..."
-_MARKUP = re.compile(r"\{\{|\}\}|\[\[|\]\]|''|<ref|\{\||\|\}|\bthumb\||&(?:[a-zA-Z]+|#\d+|#x[0-9a-fA-F]+);")
+_MARKUP = re.compile(r"\{\{|\}\}|''|<ref|\{\||\|\}|\bthumb\||&(?:[a-zA-Z]+|#\d+|#x[0-9a-fA-F]+);")
 KINDS = {"empty_parens": _EMPTY_PARENS, "dangling_function_word": _DANGLING, "markup": _MARKUP}
 _MATH = re.compile(r"\$[^$\n]*\$")  # a formula kept as $TeX$ (wikitext.py): its braces are not leftover markup
 EXAMPLE_CHARS = 60

@@ -35,6 +35,7 @@ class Tally:
     bucketed_documents: int = 0
     sampled: Counter = field(default_factory=Counter)  # (label name, bucket) -> rows sampled
     sampled_months: Counter = field(default_factory=Counter)  # (month, bucket) -> non-member rows sampled
+    repairs: Counter = field(default_factory=Counter)  # reason -> pieces a source removed from documents' text
     created_min: str | None = None
     created_max: str | None = None
 
@@ -54,7 +55,7 @@ class Tally:
 
     def __iadd__(self, other: "Tally") -> "Tally":
         self.documents_in += other.documents_in
-        for name in ("by_step", "labels_dropped", "survivors", "sampled", "sampled_months"):
+        for name in ("by_step", "labels_dropped", "survivors", "sampled", "sampled_months", "repairs"):
             getattr(self, name).update(getattr(other, name))
         self.candidates += other.candidates
         self.bucketed_documents += other.bucketed_documents
@@ -112,6 +113,8 @@ def count_steps(tally: Tally, monthly: bool = False) -> dict:
         "documents_kept": steps[-2]["kept"],
         "rows_out": tally.rows_out,
         "by_label_bucket": by_label_bucket(tally.sampled),
+        # markup a source removed from the text of documents it kept (what a reader of the page would not see)
+        "source_repairs": dict(sorted(tally.repairs.items())),
     }
     if monthly:
         months: dict[str, dict[str, int]] = {}

@@ -30,6 +30,9 @@ ANNOTATED_SCHEMA = pa.schema([
     ("url", pa.string()), ("label", pa.int8()), ("month", pa.string()), ("word_count", pa.int64()),
     ("exact_key", pa.string()), ("minhash", pa.binary()),
     ("stage", pa.string()), ("reason", pa.string()), ("detail", pa.string()),
+    # what the source removed from a kept document's text that a reader of the page would not see, as JSON
+    # ({reason: count}, e.g. the Wikipedia renderer's `markup_paragraph`), "" where nothing: the build's counts
+    ("repairs", pa.string()),
 ])
 
 
@@ -177,6 +180,8 @@ def _add_row(out: dict[str, list], row_no: int, created_at: str, row: Mapping[st
         "text": "" if drop else row["text"],
         "stage": drop["stage"] if drop else "", "reason": drop["reason"] if drop else "",
         "detail": drop["detail"] if drop else "",
+        "repairs": json.dumps(repairs, sort_keys=True) if (repairs := (row.get("meta") or {}).get("markup_dropped"))
+        else "",
     }
     for name, value in values.items():
         out[name].append(value)

@@ -43,7 +43,7 @@ from urllib.parse import quote
 from curation.document import Document, utc
 from curation.sources.wikipedia import multistream
 from curation.io import storage
-from curation.sources.wikipedia.wikitext import text_or_reason
+from curation.sources.wikipedia.wikitext import render
 
 STAGE = "source.wikipedia_dump"
 PAGES_PER_SHARD = 5_000
@@ -272,7 +272,7 @@ def _page_document(page, lang: str, shard: Mapping[str, Any], skip: set[str], wh
                            created)
     if rev is None or stamp is None:
         return _quarantine(doc_id, title, url, "broken_page_xml", f"{where}: page without a dated revision")
-    text, reason, detail = text_or_reason(rev.findtext("text") or "", skip)
+    text, reason, detail, dropped = render(rev.findtext("text") or "", skip)
     if reason:
         return _quarantine(doc_id, title, url, reason, f"{where}: {detail}", created)
     revid = rev.findtext("id")
@@ -281,7 +281,7 @@ def _page_document(page, lang: str, shard: Mapping[str, Any], skip: set[str], wh
         meta={"pageid": page_id, "lang": lang, "text_revid": int(revid) if revid else None,
               "text_timestamp": stamp.isoformat(), "dump": storage.basename(shard["path"]),
               "dump_date": shard["date"], "dating": "in_dump_before" if member else "new_since_dump_before",
-              "label_allowed": 1 if member else 0,
+              "label_allowed": 1 if member else 0, **({"markup_dropped": dropped} if dropped else {}),
               "revision_url": f"https://{lang}.wikipedia.org/w/index.php?oldid={revid}"})
 
 

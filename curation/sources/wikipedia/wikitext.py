@@ -13,8 +13,17 @@ wikitext allows, so members and non-members from the two sources read alike:
   comments, headings; and nothing after the first level-2 heading that opens an apparatus section (See also, ...);
 - HTML entities decoded everywhere (link labels included).
 
-Wikitext that the parser leaves unbalanced ("{{" without "}}", "[[" without "]]", a "{|" table without "|}")
-shows up as markup in the text: `text_or_reason` reports it as `wikitext_residue` instead of passing markup on.
+What MediaWiki would not show is dropped, and counted (`render`'s `dropped`, per reason), rather than losing the
+article:
+- `<ref>`s go first, as MediaWiki's preprocessor takes extension tags before templates: a template left open inside
+  a reference, or braces a reference leaves behind ("{{cite web|...}}}}</ref>"), are inside the reference;
+- a table opened in the middle of a line ("text {| class=wikitable" then its rows) is dropped from its "{|" to its
+  "|}" (`table_mid_line`), as a table at a line's start is;
+- a paragraph where the parser leaves a template or table open (an unclosed "{{" spanning lines, a "{|") is
+  dropped alone (`markup_paragraph`), not the article; a stray closer ("}}", "|}" with nothing open, e.g. after a
+  reference that swallowed its template's end) is removed alone (`stray_closer`); an article with no paragraph left
+  is `wikitext_residue`.
+Markup MediaWiki itself shows as text is kept and not counted: a broken link ("[[link]" renders its brackets).
 """
 from __future__ import annotations
 
@@ -51,7 +60,13 @@ _REPAIRS = [
     (re.compile(r"\s+([,.;:!?)])"), r"\1"),  # "is , containing" -> "is, containing"
     (re.compile(r"\(\s+"), "("),
 ]
-_RESIDUE = ("{{", "}}", "[[", "]]", "{|", "|}")
+# Markup a paragraph may not keep: MediaWiki hides what these open or close. "[[" and "]]" are not here: the parser
+# reads every well-formed link, and MediaWiki shows a broken one ("[[link]") as the text it is.
+_RESIDUE = ("{{", "}}", "{|", "|}")
+# <ref>...</ref> and <ref .../>, removed before parsing (see the module docstring); a <ref> never closed is left to
+# the parser, which drops it as a tag.
+_REF = re.compile(r"<ref\b[^>]*?/>|<ref\b[^>]*>.*?</ref\s*>", re.IGNORECASE | re.DOTALL)
+_MID_LINE_TABLE = re.compile(r"(?<=\S)[ \t]*\{\|")
 MATH_SPAN = re.compile(r"\$[^$\n]*\$")  # a <math> kept as $TeX$: its braces are TeX, not leftover markup
 _MAGIC_WORD = re.compile(r"__[A-Z]+__")
 
@@ -108,13 +123,23 @@ def _blocks(raw: str) -> str:
     return "\n\n".join(b for b in blocks if b)
 
 
-def drop_tables(wikitext: str) -> str:
+def drop_tables(wikitext: str, dropped: dict | None = None) -> str:
     """The wikitext without its tables: every block from a line that opens "{|" (indented or in a list item too)
     to its matching "|}", nested tables included. Tables are apparatus (infoboxes, data, layout); removing them by
     lines keeps an article whose table the parser would leave half-open ("{|{{Infobox ...", a template in a style
-    attribute) instead of losing it to `wikitext_residue`."""
+    attribute) instead of losing it to `wikitext_residue`. A table opened after text on its line, with its rows on
+    the lines that follow, is cut from its "{|" (counted in `dropped` as `table_mid_line`)."""
     out, depth = [], 0
-    for line in wikitext.split("\n"):
+    lines = wikitext.split("\n")
+    for k, line in enumerate(lines):
+        if not depth and not _TABLE_LINE.match(line):
+            m = _MID_LINE_TABLE.search(line)
+            nxt = lines[k + 1].lstrip() if k + 1 < len(lines) else ""
+            if m and nxt[:1] in ("|", "!"):  # a table, not a literal "{|" in a sentence
+                out.append(line[:m.start()])
+                line = line[m.start():].lstrip()
+                if dropped is not None:
+                    dropped["table_mid_line"] = dropped.get("table_mid_line", 0) + 1
         stripped = line.strip()
         if _TABLE_LINE.match(line):  # a table opens (a nested one too); a one-line table closes on its line
             depth += 1 - (stripped.endswith("|}") and len(stripped) > 2)
@@ -128,10 +153,15 @@ def drop_tables(wikitext: str) -> str:
     return "\n".join(out)
 
 
-def _split_at_stop(wikitext: str) -> tuple[str, str]:
+def strip_refs(wikitext: str) -> tuple[str, int]:
+    """(the wikitext without its <ref>s, how many there were)."""
+    return _REF.subn("", wikitext)
+
+
+def _split_at_stop(wikitext: str, dropped: dict | None = None) -> tuple[str, str]:
     stop = _STOP_HEADING.search(wikitext)
     head, tail = (wikitext[:stop.start()], wikitext[stop.start():]) if stop else (wikitext, "")
-    return drop_tables(head), tail
+    return drop_tables(strip_refs(head)[0], dropped), tail
 
 
 def _code_text(code) -> str:
@@ -166,31 +196,64 @@ def _residue(text: str) -> str | None:
     return next((r for r in _RESIDUE if r in prose), None)
 
 
-def text_or_reason(wikitext: str, skip_templates: set[str] = frozenset()) -> tuple[str, str | None, str]:
-    """(text, None, "") for a usable article, else ("", reason, detail): `skip_template` (a disambiguation page
-    and the like), `wikitext_unparsable`, `wikitext_residue` (unbalanced markup left in the text), `empty_text`."""
-    head, tail = _split_at_stop(wikitext)
+def _without_markup_paragraphs(text: str, dropped: dict) -> tuple[str, str]:
+    """(the text without the paragraphs where a template or table opens and never closes, and without stray
+    closers ("}}", "|}" with nothing open: removed alone, the paragraph kept); the first paragraph dropped)."""
+    kept, first = [], ""
+    for block in text.split("\n\n"):
+        prose = MATH_SPAN.sub("", block)
+        if "{{" in prose or "{|" in prose:
+            dropped["markup_paragraph"] = dropped.get("markup_paragraph", 0) + 1
+            first = first or block
+            continue
+        if _residue(block):
+            parts = re.split(r"(\$[^$\n]*\$)", block)  # a formula's braces are TeX: left alone
+            closers = sum(part.count("}}") + part.count("|}") for part in parts[::2])
+            dropped["stray_closer"] = dropped.get("stray_closer", 0) + closers
+            parts[::2] = [repair_punctuation(" ".join(part.replace("}}", " ").replace("|}", " ").split()))
+                          for part in parts[::2]]
+            block = "".join(parts).strip()
+        if block:
+            kept.append(block)
+    return "\n\n".join(kept), first
+
+
+def render(wikitext: str, skip_templates: set[str] = frozenset()) -> tuple[str, str | None, str, dict]:
+    """(text, None, "", dropped) for a usable article, else ("", reason, detail, dropped): `skip_template` (a
+    disambiguation page and the like), `wikitext_unparsable`, `wikitext_residue` (markup in every paragraph),
+    `empty_text`. `dropped` counts what was removed that MediaWiki would not show (the module docstring)."""
+    dropped: dict[str, int] = {}
+    head, tail = _split_at_stop(wikitext, dropped)
     try:
         code = mwparserfromhell.parse(head)
         hit = _skip_template(code, tail, skip_templates) if skip_templates else None
         if hit:
-            return "", "skip_template", hit
+            return "", "skip_template", hit, dropped
         text = _code_text(code)
     except Exception as exc:  # noqa: BLE001 - a parser failure is this page's problem, not the job's
-        return "", "wikitext_unparsable", f"{type(exc).__name__}: {exc}"[:300]
-    residue = _residue(text)
-    if residue:  # the parser's bold/italic state can swallow a template ('' unbalanced across it): parse again
+        return "", "wikitext_unparsable", f"{type(exc).__name__}: {exc}"[:300], dropped
+    if _residue(text):  # the parser's bold/italic state can swallow a template ('' unbalanced across it): parse again
         # without style tags, whose markers are then plain "''" runs, removed (in wikitext they are never text)
         try:
             retry = re.sub(r"'{2,}", "", _code_text(mwparserfromhell.parse(head, skip_style_tags=True)))
         except Exception:  # noqa: BLE001 - the first parse's answer stands
             retry = ""
         if retry and not _residue(retry):
-            text, residue = retry, None
-    if residue:
-        prose = MATH_SPAN.sub("", text)
-        at = prose.index(residue)
-        return "", "wikitext_residue", f"{residue!r} left in the text: ...{prose[max(0, at - 40):at + 40]}..."
+            text = retry
+    first = ""
+    if _residue(text):
+        text, first = _without_markup_paragraphs(text, dropped)
+    if not text and first:
+        residue = _residue(first)
+        at = MATH_SPAN.sub("", first).index(residue)
+        prose = MATH_SPAN.sub("", first)
+        return "", "wikitext_residue", f"{residue!r} left in every paragraph: ...{prose[max(0, at - 40):at + 40]}...", \
+            dropped
     if not text:
-        return "", "empty_text", f"{len(wikitext)} characters of wikitext, no prose"
-    return text, None, ""
+        return "", "empty_text", f"{len(wikitext)} characters of wikitext, no prose", dropped
+    return text, None, "", dropped
+
+
+def text_or_reason(wikitext: str, skip_templates: set[str] = frozenset()) -> tuple[str, str | None, str]:
+    """`render` without what it dropped: (text, None, "") or ("", reason, detail)."""
+    return render(wikitext, skip_templates)[:3]

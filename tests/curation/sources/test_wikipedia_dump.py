@@ -11,7 +11,7 @@ import pytest
 
 from curation.sources.wikipedia import multistream
 from curation.sources.wikipedia import dump as wd
-from curation.sources.wikipedia.wikitext import text_or_reason, wikitext_to_text
+from curation.sources.wikipedia.wikitext import render, text_or_reason, wikitext_to_text
 from curation.stages.filters import TimeCutoff
 
 ARTICLE = """{{Short description|A flood}}
@@ -51,8 +51,7 @@ def test_wikitext_to_text_keeps_prose_and_drops_apparatus():
 
 
 @pytest.mark.parametrize("wikitext,reason", [
-    ("Lead text {{Infobox\n| a = b\n\nand no closing braces", "wikitext_residue"),
-    ("A [[link that never closes and more words", "wikitext_residue"),
+    ("Lead text {{Infobox\n| a = b\nand no closing braces", "wikitext_residue"),
     ("{{stub}}<ref>only a citation</ref>", "empty_text"),
     ("'''X''' may refer to:\n* [[X (band)]]\n== See also ==\n* [[Y]]\n{{Disambiguation}}", "skip_template"),
     ("'''X''' may refer to:\n{{hndis|X}}", "skip_template"),
@@ -60,6 +59,47 @@ def test_wikitext_to_text_keeps_prose_and_drops_apparatus():
 def test_text_or_reason_names_what_is_wrong(wikitext, reason):
     text, got, detail = text_or_reason(wikitext, {"disambiguation", "hndis"})
     assert (text, got) == ("", reason) and detail
+
+
+# Pages MediaWiki renders that a stricter renderer lost whole (issue 51's four kinds, written here): each keeps its
+# readable text, drops what the page would not show, and counts what it dropped.
+MID_LINE_TABLE = ("'''Xville''' is a town in the valley. Its population is given below. {| class=\"wikitable\"\n"
+                  "|-\n! Year !! People\n|-\n| 2001 || 1,200\n|}\nThe town has a market every Tuesday and a school.")
+LONG_UNCLOSED_TEMPLATE = ("'''Yburg''' is a village on the river.\n\n{{Infobox settlement\n| name = Yburg\n"
+                          "| population = 300\n| area = 4 km\n\nThe village was founded in 1204 by monks from the abbey.")
+BROKEN_LINK = "'''Zed''' was a poet who lived in [[Paris] for most of her life and wrote twelve books."
+REF_LEFTOVER = ("'''Wtown''' is a port.<ref>{{cite web|title=Port|url=http://x.org}}}}</ref> It trades fish and salt "
+                "with the islands.<ref name=a>{{cite book|title=Salt</ref>}} Its harbour is deep.")
+
+
+def test_a_table_opened_mid_line_is_dropped_and_the_article_kept():
+    text, reason, _, dropped = render(MID_LINE_TABLE)
+    assert reason is None and dropped == {"table_mid_line": 1}
+    assert text == ("Xville is a town in the valley. Its population is given below.\n\n"
+                    "The town has a market every Tuesday and a school.")
+
+
+def test_an_unclosed_template_over_many_lines_loses_its_paragraph_only():
+    text, reason, _, dropped = render(LONG_UNCLOSED_TEMPLATE)
+    assert reason is None and dropped == {"markup_paragraph": 1}
+    assert text == "Yburg is a village on the river.\n\nThe village was founded in 1204 by monks from the abbey."
+
+
+def test_a_broken_link_keeps_its_brackets_as_mediawiki_shows_them_and_is_no_defect():
+    from curation.release.text_defects import defects
+
+    text, reason, _, dropped = render(BROKEN_LINK)
+    assert reason is None and dropped == {}
+    assert text == "Zed was a poet who lived in [[Paris] for most of her life and wrote twelve books."
+    assert defects(text) == {}
+
+
+def test_braces_a_reference_leaves_are_hidden_with_it_or_removed_alone():
+    # the first reference holds its extra "}}" (hidden with it); the second swallows its template's "}}", which is
+    # left outside with nothing open: removed alone, counted, the paragraph kept
+    text, reason, _, dropped = render(REF_LEFTOVER)
+    assert (text, reason, dropped) == ("Wtown is a port. It trades fish and salt with the islands. Its harbour is "
+                                       "deep.", None, {"stray_closer": 1})
 
 
 def test_text_or_reason_passes_a_clean_page():
