@@ -174,6 +174,7 @@ class Summary:
 def _finish(cfg: TraceConfig, out, dest, report: dict, rows, summary: Summary, phases) -> None:
     """report.json, report.md, report.html (the texts with the longest spans, read back from the parts),
     longest.png, run.json, then `_SUCCESS`."""
+    import pyarrow as pa
     import pyarrow.dataset as ds
 
     from jobs.kit.identity import publish
@@ -185,8 +186,9 @@ def _finish(cfg: TraceConfig, out, dest, report: dict, rows, summary: Summary, p
     (out / "report.md").write_text(report_markdown(report))
     shown = set(summary.shown_ids(TEXTS_SHOWN))
     keep = [r for r in rows if r["id"] in shown]
-    spans = ds.dataset(out / "spans.parquet").to_table(filter=ds.field("id").isin(list(shown)))
-    docs = ds.dataset(out / "documents.parquet").to_table(filter=ds.field("id").isin(list(shown)))
+    wanted = pa.array(sorted(shown), type=pa.string())  # typed: an empty list would be an array of nulls
+    spans = ds.dataset(out / "spans.parquet").to_table(filter=ds.field("id").isin(wanted))
+    docs = ds.dataset(out / "documents.parquet").to_table(filter=ds.field("id").isin(wanted))
     write_html(out, report_page(report, keep, spans, docs, out))
     phases.lap("report")
     (out / "run.json").write_text(json.dumps(_run_record(cfg, report, phases), indent=2, default=str))

@@ -161,3 +161,9 @@ def test_bad_inputs_are_one_clear_line(corpus, tmp_path):
     r = CliRunner().invoke(app, ["trace", "--index", str(corpus["idx"]), "--text",
                                  "once upon a midnight dreary while", "--min-words", "3"])
     assert r.exit_code == 0 and "planted" in r.output
+    nothing = tmp_path / "nothing.jsonl"
+    nothing.write_text('{"id": "a", "text": "zzz yyy xxx"}\n')
+    r = CliRunner().invoke(app, ["trace", "--index", str(corpus["idx"]), "--texts", str(nothing), "--out",
+                                 str(tmp_path / "none"), "--quiet"])
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "none" / "report.json").read_text())["summary"]["texts_with_span"] == 0
