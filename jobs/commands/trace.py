@@ -160,7 +160,8 @@ class Summary:
         return {"job": STAGE, "counts": counts,
                 "summary": {"texts_with_span": sum(x >= cfg.min_words for x in vals), "spans": self.spans,
                             "words": self.words, "share_with_span": shares, "longest_spans": self.top,
-                            "documents_cited_most": [{"doc_id": d, "texts": k} for d, k in self.cited.most_common(10)]},
+                            "documents_cited_most": [{"doc_id": d, "texts": k} for d, k in
+                                                     sorted(self.cited.items(), key=lambda x: (-x[1], x[0]))[:10]]},
                 "index": {"path": cfg.index, "documents": c.get("documents"), "tokens": c.get("tokens"),
                           "index_bytes": meta.get("index_bytes"), "parts": self.parts,
                           "text_store": bool(meta.get("text_store"))},

@@ -9,11 +9,12 @@ on, and only to them?
     texts:  each model's sampled continuations (`samples` per prompt, temperature `temperature`, top-p 0.95) of the seen
             documents' openings (`prompt_words` words), the continuation alone traced (`tidemark trace`).
 
-Measured, per model: the share of continuations with a span of at least `min_words` words; document-level
+Measured, per model: the share of continuations with a span of at least `min_words` words (and, traced again at
+COMMON_WORDS, the common phrases: how long and how rare the control's runs get); document-level
 precision (of the documents traced from a continuation, the share that is the document it was prompted from) and
 recall (of the continuations, the share whose traced documents include their source; and per seen document, at
-least one of its samples). The control's spans should stay at the common-phrase level: short, and rarer spans
-absent. `make test-slow` runs it small (tests/jobs/commands/test_trace_study.py); bench/trace_bench.py in full.
+least one of its samples). The control's spans should stay at the common-phrase level: short, and below the
+target's in rarity (`rarer_than_every_control_span`: the share of the target's spans rarer than all of them). `make test-slow` runs it small (tests/jobs/commands/test_trace_study.py); bench/trace_bench.py in full.
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ class TraceStudy:
     seed: int = 0
 
 
+COMMON_WORDS = 4  # a second trace at this length shows the common phrases every model shares with the corpus
 QUICK = TraceStudy(seen=10, background=60, words=64, repeats=40, steps=600, samples=2)
 
 
@@ -140,12 +142,28 @@ def run_study(cfg: TraceStudy, root: Path, progress: bool = False) -> dict:
         traced = run_trace(TraceConfig(index=str(root / "idx"), texts=str(path), out=str(root / f"trace_{name}"),
                                        min_words=cfg.min_words, progress=progress))
         spans = pq.read_table(root / f"trace_{name}" / "spans.parquet").to_pylist()
+        run_trace(TraceConfig(index=str(root / "idx"), texts=str(path), min_words=COMMON_WORDS,
+                              out=str(root / f"trace_{name}_short"), progress=progress))
+        shorts = pq.read_table(root / f"trace_{name}_short" / "spans.parquet").to_pylist()
         res[name] = {**document_scores(spans, texts, seen_ids), "trace_seconds": traced["seconds"],
-                     "examples": _examples(spans, texts)}
+                     "examples": _examples(spans, texts), "common": _common(shorts, seen_ids),
+                     "rarities": sorted(s["rarity"] for s in spans)}
         log(f"[trace-study] {name}: {res[name]['texts_with_span']}/{res[name]['texts']} continuations with a span of "
             f">= {cfg.min_words} words; precision {res[name]['precision']}, recall {res[name]['recall_texts']}")
+    ceiling = res["control"]["common"]["max_rarity"]  # the rarest run the control shares with the corpus
+    rare = [r for r in res["target"]["rarities"] if r > ceiling]
+    res["target"]["rarer_than_every_control_span"] = len(rare) / len(res["target"]["rarities"]) \
+        if res["target"]["rarities"] else None
     res["seconds"] = round(time.perf_counter() - t0, 1)
     return res
+
+
+def _common(spans: list[dict], seen_ids: set[str]) -> dict:
+    """The spans of at least COMMON_WORDS words: how many, the longest, the rarest, and those into seen passages."""
+    into = [s for s in spans if set(s["doc_ids"]) & seen_ids]
+    return {"min_words": COMMON_WORDS, "spans": len(spans), "longest": max((s["words"] for s in spans), default=0),
+            "max_rarity": max((s["rarity"] for s in spans), default=0.0),
+            "into_seen": len(into), "longest_into_seen": max((s["words"] for s in into), default=0)}
 
 
 def _examples(spans: list[dict], texts: list[dict], k: int = 3) -> list[dict]:

@@ -20,3 +20,5 @@ def test_continuations_are_traced_to_the_documents_the_model_was_trained_on(tmp_
     assert control["longest_span_into_seen"] < 13  # at most a common phrase of the seen documents
     assert control["longest_span"] < target["median_longest"]
     assert control["max_rarity"] < max(e["rarity"] for e in target["examples"])
+    # the control's common phrases (traced at 4 words) rank below most of the target's spans
+    assert control["common"]["spans"] > 0 and target["rarer_than_every_control_span"] >= 0.8
