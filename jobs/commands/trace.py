@@ -65,10 +65,9 @@ def checked(**options) -> TraceConfig:
 
 
 def run_trace(cfg: TraceConfig) -> dict:
-    """Trace the texts; with OUT, each chunk's tables are written as they come (the driver holds one chunk's);
-    without, everything is returned in memory. Returns the report's path, the summary and (without OUT) the
-    tables."""
-    from curation.io.ledger import reason_counts
+    """Trace the texts; with OUT, a chunk of texts at a time, its tables written as they come (the driver holds
+    one chunk's texts, spans and snippets); without, everything is returned in memory. Returns the report's path,
+    the summary and (without OUT) the tables."""
     from jobs.kit.log import PhaseClock, log
     from jobs.kit.runtime import start_runner
     from jobs.parts.index_reader import local_index
@@ -78,33 +77,33 @@ def run_trace(cfg: TraceConfig) -> dict:
 
     t0, phases = time.perf_counter(), PhaseClock()
     local, meta = local_index(cfg.index)
-    rows, bad = read_texts(cfg.generations, cfg.texts, cfg.text)
-    phases.lap("texts")
     runner, why = start_runner(cfg.runner, meta.get("index_bytes"), actors=0, gpus_per_actor=0.0)
-    counts = {"rows_in": len(rows) + len(bad), "traced": len(rows), "quarantined": len(bad),
-              "reasons": reason_counts(bad)}
     summary = Summary(cfg.min_words)
     with local_plane(runner == "local"):
         if not cfg.out:
+            rows, bad = read_texts(cfg.generations, cfg.texts, cfg.text)
             spans, docs, stats = trace(rows, cfg.index, local, meta, cfg.settings(), progress=cfg.progress)
             summary.add(rows, spans, docs, stats)
+            summary.quarantined(bad)
             res = {"report": None, "spans": spans, "documents": docs}
         else:
-            res = _trace_to(cfg, rows, bad, local, meta, summary, phases)
+            res = _trace_to(cfg, local, meta, summary, phases)
     seconds = round(time.perf_counter() - t0, 3)
-    report = summary.report(cfg, meta, counts, seconds, {"used": runner, "why": why})
-    log(f"traced {len(rows):,} texts ({len(bad):,} quarantined): {report['summary']['spans']:,} spans of at least "
-        f"{cfg.min_words} words, {report['summary']['texts_with_span']:,} texts with one; {seconds} s")
+    report = summary.report(cfg, meta, seconds, {"used": runner, "why": why})
+    c = report["counts"]
+    log(f"traced {c['traced']:,} texts ({c['quarantined']:,} quarantined): {report['summary']['spans']:,} spans of "
+        f"at least {cfg.min_words} words, {report['summary']['texts_with_span']:,} texts with one; {seconds} s")
     if cfg.out:
-        _finish(cfg, res.pop("out"), res.pop("dest"), report, rows, summary, phases)
+        _finish(cfg, res.pop("out"), res.pop("dest"), report, summary, phases)
     return {**res, "summary": report, "seconds": seconds}
 
 
-def _trace_to(cfg: TraceConfig, rows, bad, local, meta, summary, phases) -> dict:
+def _trace_to(cfg: TraceConfig, local, meta, summary, phases) -> dict:
     import pyarrow.parquet as pq
 
     from curation.io.ledger import quarantine_table
     from jobs.kit.identity import open_output
+    from jobs.parts.trace_inputs import text_chunks
     from jobs.parts.trace_tables import trace_chunks
     from jobs.plane.part_store import part_name
 
@@ -113,11 +112,20 @@ def _trace_to(cfg: TraceConfig, rows, bad, local, meta, summary, phases) -> dict
         (out / name).mkdir(parents=True, exist_ok=True)
         for old in (out / name).glob("*.parquet"):
             old.unlink()
-    for k, (chunk, spans, docs, stats) in enumerate(trace_chunks(rows, cfg.index, local, meta, cfg.settings(),
-                                                                  progress=cfg.progress)):
+    bad: list[dict] = []
+
+    def good_rows():  # the input's chunks, their quarantined rows kept aside (ids and reasons, no text)
+        for rows, rejected in text_chunks(cfg.generations, cfg.texts, cfg.text, cfg.chunk_texts):
+            bad.extend(rejected)
+            if rows:
+                yield rows
+
+    for k, (chunk, spans, docs, stats) in enumerate(trace_chunks(good_rows(), cfg.index, local, meta,
+                                                                  cfg.settings(), progress=cfg.progress)):
         pq.write_table(spans, out / "spans.parquet" / f"{part_name(k)}.parquet")
         pq.write_table(docs, out / "documents.parquet" / f"{part_name(k)}.parquet")
         summary.add(chunk, spans, docs, stats)
+    summary.quarantined(bad)
     pq.write_table(quarantine_table(bad), out / "quarantine.parquet")
     phases.lap("trace (workers)")
     return {"report": str(out / "report.md"), "out": out, "dest": dest}
@@ -135,10 +143,26 @@ class Summary:
         self.top: list[dict] = []
         self.cited: Counter = Counter()
         self.spans = self.words = self.parts = 0
+        self.shown: list[tuple[int, int, dict]] = []  # the page's texts: a heap of (longest, -order, row)
+        self.counts = {"rows_in": 0, "traced": 0, "quarantined": 0, "reasons": {}}
+
+    def quarantined(self, bad: list[dict]) -> None:
+        from curation.io.ledger import reason_counts
+
+        self.counts.update(quarantined=len(bad), reasons=reason_counts(bad),
+                           rows_in=self.counts["traced"] + len(bad))
 
     def add(self, rows, spans, docs, stats) -> None:
+        import heapq
+
+        from scoring.reports.trace_page import TEXTS_SHOWN
+
+        self.counts["traced"] += len(rows)
         for r, n in zip(rows, stats["longest"]):
             self.longest[r["id"]] = n
+            if n:
+                item = (n, -len(self.longest), r)
+                (heapq.heappush if len(self.shown) < TEXTS_SHOWN else heapq.heappushpop)(self.shown, item)
         self.spans += stats["spans"]
         self.words += stats["words"]
         self.parts = stats["parts"]
@@ -147,11 +171,12 @@ class Summary:
         pairs = set(zip(docs.column("doc_id").to_pylist(), docs.column("id").to_pylist()))
         self.cited.update(d for d, _ in pairs)
 
-    def shown_ids(self, k: int) -> list[str]:
-        """The k texts with the longest spans (the page's)."""
-        return [i for i, n in sorted(self.longest.items(), key=lambda x: -x[1]) if n][:k]
+    def shown_rows(self) -> list[dict]:
+        """The texts the page shows: those with the longest spans, in input order among equals."""
+        return [r for _, _, r in sorted(self.shown, key=lambda x: (-x[0], -x[1]))]
 
-    def report(self, cfg: TraceConfig, meta: dict, counts: dict, seconds: float, runner: dict) -> dict:
+    def report(self, cfg: TraceConfig, meta: dict, seconds: float, runner: dict) -> dict:
+        counts = self.counts
         n = max(len(self.longest), 1)
         vals = list(self.longest.values())
         shares = [{"words": w, "texts": sum(x >= w for x in vals), "share": sum(x >= w for x in vals) / n}
@@ -172,7 +197,7 @@ class Summary:
                 "seconds_per_text": round(seconds / n, 5) if self.longest else None}
 
 
-def _finish(cfg: TraceConfig, out, dest, report: dict, rows, summary: Summary, phases) -> None:
+def _finish(cfg: TraceConfig, out, dest, report: dict, summary: Summary, phases) -> None:
     """report.json, report.md, report.html (the texts with the longest spans, read back from the parts),
     longest.png, run.json, then `_SUCCESS`."""
     import pyarrow as pa
@@ -180,13 +205,13 @@ def _finish(cfg: TraceConfig, out, dest, report: dict, rows, summary: Summary, p
 
     from jobs.kit.identity import publish
     from jobs.kit.report_out import write_html
-    from scoring.reports.trace_page import TEXTS_SHOWN, plot_longest, report_markdown, report_page
+    from scoring.reports.trace_page import plot_longest, report_markdown, report_page
 
     (out / "longest.png").write_bytes(plot_longest(report, list(summary.longest.values())))
     (out / "report.json").write_text(json.dumps(report, indent=2, default=str))
     (out / "report.md").write_text(report_markdown(report))
-    shown = set(summary.shown_ids(TEXTS_SHOWN))
-    keep = [r for r in rows if r["id"] in shown]
+    keep = summary.shown_rows()
+    shown = {r["id"] for r in keep}
     wanted = pa.array(sorted(shown), type=pa.string())  # typed: an empty list would be an array of nulls
     spans = ds.dataset(out / "spans.parquet").to_table(filter=ds.field("id").isin(wanted))
     docs = ds.dataset(out / "documents.parquet").to_table(filter=ds.field("id").isin(wanted))

@@ -1,26 +1,31 @@
 """The texts `tidemark trace` follows back to the corpus: a text-only run's generations.parquet (one text per
-generated sample), a jsonl or Parquet file of `id` and `text`, or one `--text`. Rows that cannot be traced go to the
+generated sample), a jsonl or Parquet file of `id` and `text`, or one `--text`. Read as a stream, in chunks: the
+driver holds one chunk's texts at a time (and every id, to refuse a duplicate). Rows that cannot be traced go to the
 quarantine with the reason (rows in = traced + quarantined)."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Iterator
 
 STAGE = "trace"
+BATCH_ROWS = 4096  # Parquet rows read at a time
 
 
-def read_texts(generations: str | None, texts: str | None, text: str | None) -> tuple[list[dict], list[dict]]:
-    """([{"id", "text", + carried fields}], quarantine records)."""
+def text_chunks(generations: str | None, texts: str | None, text: str | None, size: int
+                ) -> Iterator[tuple[list[dict], list[dict]]]:
+    """Per chunk of at most `size` input rows: ([{"id", "text", + carried fields}], quarantine records)."""
     from curation.io.ledger import quarantine_record
 
     if text is not None:
-        rows = [{"id": "text", "text": text}]
+        raw: Iterator[dict] = iter([{"id": "text", "text": text}])
     elif generations:
-        rows = _generation_rows(generations)
+        raw = _generation_rows(generations)
     else:
-        rows = _file_rows(texts)
-    good, bad, seen = [], [], set()
-    for k, r in enumerate(rows):
+        raw = _file_rows(texts)
+    seen: set[str] = set()
+    good, bad, n = [], [], 0
+    for k, r in enumerate(raw):
         rid = r.get("id")
         rid = str(rid) if rid not in (None, "") else f"row{k}"
         problem = r.pop("_problem", None)
@@ -33,26 +38,41 @@ def read_texts(generations: str | None, texts: str | None, text: str | None) -> 
                 problem = ("duplicate_id", f"id {rid!r} is given twice; ids name the texts in spans.parquet")
         if problem:
             bad.append(quarantine_record(rid, STAGE, *problem))
-            continue
-        seen.add(rid)
-        good.append({**r, "id": rid})
+        else:
+            seen.add(rid)
+            good.append({**r, "id": rid})
+        n += 1
+        if n == size:
+            yield good, bad
+            good, bad, n = [], [], 0
+    if n:
+        yield good, bad
+
+
+def read_texts(generations: str | None, texts: str | None, text: str | None) -> tuple[list[dict], list[dict]]:
+    """Every row at once: (rows, quarantine records)."""
+    good, bad = [], []
+    for g, b in text_chunks(generations, texts, text, 1 << 30):
+        good += g
+        bad += b
     return good, bad
 
 
-def _file_rows(path: str) -> list[dict]:
+def _file_rows(path: str) -> Iterator[dict]:
     from curation.io.outputs import local_copy
 
     with local_copy(path) as local:
         p = Path(local)
         if p.suffix == ".parquet" or p.is_dir():
-            import pyarrow.parquet as pq
+            import pyarrow.dataset as ds
 
-            table = pq.read_table(p)
-            if "text" not in table.column_names:
-                raise ValueError(f"{path}: no `text` column (columns: {', '.join(table.column_names)})")
-            cols = [c for c in ("id", "text") if c in table.column_names]
-            return table.select(cols).to_pylist()
-        rows = []
+            data = ds.dataset(p, format="parquet")
+            if "text" not in data.schema.names:
+                raise ValueError(f"{path}: no `text` column (columns: {', '.join(data.schema.names)})")
+            cols = [c for c in ("id", "text") if c in data.schema.names]
+            for batch in data.to_batches(columns=cols, batch_size=BATCH_ROWS):
+                yield from batch.to_pylist()
+            return
         with open(p, encoding="utf-8") as fh:
             for n, line in enumerate(fh, 1):
                 if not line.strip():
@@ -60,19 +80,18 @@ def _file_rows(path: str) -> list[dict]:
                 try:
                     rec = json.loads(line)
                 except json.JSONDecodeError as exc:
-                    rows.append({"id": f"line{n}", "_problem": ("bad_json", f"line {n}: {exc}")})
+                    yield {"id": f"line{n}", "_problem": ("bad_json", f"line {n}: {exc}")}
                     continue
                 if not isinstance(rec, dict):
-                    rows.append({"id": f"line{n}", "_problem": ("bad_json", f"line {n}: not an object")})
+                    yield {"id": f"line{n}", "_problem": ("bad_json", f"line {n}: not an object")}
                     continue
-                rows.append({"id": rec.get("id", f"line{n}"), "text": rec.get("text")})
-        return rows
+                yield {"id": rec.get("id", f"line{n}"), "text": rec.get("text")}
 
 
-def _generation_rows(path: str) -> list[dict]:
+def _generation_rows(path: str) -> Iterator[dict]:
     """One row per generated sample of an evaluate OUT (or its generations.parquet): id `ROW/KIND/SAMPLE`, with the
     benchmark row, the prompt kind and the sample carried; a request that produced no text is quarantined."""
-    import pyarrow.parquet as pq
+    import pyarrow.dataset as ds
 
     from curation.io.outputs import local_copy
 
@@ -80,12 +99,11 @@ def _generation_rows(path: str) -> list[dict]:
     if not spec.endswith("generations.parquet"):
         spec += "/generations.parquet"
     with local_copy(spec) as local:
-        table = pq.read_table(local, columns=["id", "kind", "sample", "text", "error"])
-    rows = []
-    for r in table.to_pylist():
-        rid = f"{r['id']}/{r['kind']}/{r['sample']}"
-        row = {"id": rid, "text": r["text"], "row_id": r["id"], "kind": r["kind"], "sample": r["sample"]}
-        if r["sample"] is None or r["sample"] < 0:
-            row["_problem"] = ("no_generation", (r.get("error") or "the request produced no text")[:300])
-        rows.append(row)
-    return rows
+        data = ds.dataset(local, format="parquet")
+        for batch in data.to_batches(columns=["id", "kind", "sample", "text", "error"], batch_size=BATCH_ROWS):
+            for r in batch.to_pylist():
+                rid = f"{r['id']}/{r['kind']}/{r['sample']}"
+                row = {"id": rid, "text": r["text"], "row_id": r["id"], "kind": r["kind"], "sample": r["sample"]}
+                if r["sample"] is None or r["sample"] < 0:
+                    row["_problem"] = ("no_generation", (r.get("error") or "the request produced no text")[:300])
+                yield row

@@ -4,6 +4,7 @@ documents of each text ranked by BM25 against the whole text (scoring/trace/rank
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -45,17 +46,23 @@ class TraceSettings:
 def trace(rows: list[dict], idx: str, local, meta: dict, s: TraceSettings, *, progress: bool = True
           ) -> tuple[pa.Table, pa.Table, dict]:
     """(spans, documents, statistics) for the texts `rows` ({"id", "text"}), all in memory (one text, tests)."""
-    chunks = list(trace_chunks(rows, idx, local, meta, s, progress=progress))
-    spans = pa.concat_tables([c[1] for c in chunks]) if chunks else SPANS_SCHEMA.empty_table()
-    docs = pa.concat_tables([c[2] for c in chunks]) if chunks else DOCUMENTS_SCHEMA.empty_table()
-    stats = {"texts": len(rows), "words": sum(c[3]["words"] for c in chunks), "spans": spans.num_rows,
-             "longest": [x for c in chunks for x in c[3]["longest"]], "parts": chunks[0][3]["parts"] if chunks else 0}
+    chunks = [c[1:] for c in trace_chunks(_chunked(rows, s.chunk_texts), idx, local, meta, s, progress=progress)]
+    spans = pa.concat_tables([c[0] for c in chunks]) if chunks else SPANS_SCHEMA.empty_table()
+    docs = pa.concat_tables([c[1] for c in chunks]) if chunks else DOCUMENTS_SCHEMA.empty_table()
+    stats = {"texts": len(rows), "words": sum(c[2]["words"] for c in chunks), "spans": spans.num_rows,
+             "longest": [x for c in chunks for x in c[2]["longest"]], "parts": chunks[0][2]["parts"] if chunks else 0}
     return spans, docs, stats
 
 
-def trace_chunks(rows: list[dict], idx: str, local, meta: dict, s: TraceSettings, *, progress: bool = True):
-    """Per chunk of `chunk_texts` texts: (its rows, spans, documents, statistics), in input order; a progress bar
-    over the texts."""
+def _chunked(rows: list[dict], size: int) -> Iterator[list[dict]]:
+    for c in range(0, len(rows), size):
+        yield rows[c:c + size]
+
+
+def trace_chunks(chunks: Iterable[list[dict]], idx: str, local, meta: dict, s: TraceSettings, *,
+                 progress: bool = True) -> Iterator[tuple[list[dict], pa.Table, pa.Table, dict]]:
+    """Per chunk of texts, in input order: (its rows, spans, documents, statistics); a progress bar over the
+    texts."""
     from tqdm import tqdm
 
     from jobs.parts.index_reader import part_dirs
@@ -64,9 +71,8 @@ def trace_chunks(rows: list[dict], idx: str, local, meta: dict, s: TraceSettings
     if not parts:
         raise ValueError(f"{idx} holds no indexed document")
     total = max(1, int(meta["counts"]["tokens"]) - int(meta["counts"]["documents"]))  # less a separator a document
-    with tqdm(total=len(rows), desc="trace", unit="text", disable=not progress) as bar:
-        for c in range(0, len(rows), s.chunk_texts):
-            chunk = rows[c:c + s.chunk_texts]
+    with tqdm(desc="trace", unit="text", disable=not progress) as bar:
+        for chunk in chunks:
             yield (chunk, *_trace_chunk(chunk, idx, parts, total, s))
             bar.update(len(chunk))
 

@@ -147,6 +147,22 @@ def test_the_ray_runner_and_chunks_give_the_local_runner_s_tables(corpus, tmp_pa
     for name in ("spans.parquet", "documents.parquet"):
         assert pq.read_table(tmp_path / "r" / name).equals(pq.read_table(tmp_path / "l" / name))
     assert local["summary"]["summary"] == on_ray["summary"]["summary"]
+    # chunks of 3 rows: the duplicate id and the bad line fall in later chunks, still quarantined
+    assert local["summary"]["counts"] == on_ray["summary"]["counts"] == {
+        "rows_in": 8, "traced": 5, "quarantined": 3, "reasons": {"no_words": 1, "duplicate_id": 1, "bad_json": 1}}
+
+
+def test_a_parquet_input_gives_the_jsonl_input_s_spans(corpus, tmp_path):
+    import pyarrow as pa
+
+    rows = [r for r in corpus["rows"][:4]]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "texts.parquet")
+    (tmp_path / "texts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for name in ("texts.parquet", "texts.jsonl"):
+        run_trace(TraceConfig(index=str(corpus["idx"]), texts=str(tmp_path / name), out=str(tmp_path / name[6:]),
+                              min_words=4, chunk_texts=2, runner="local", progress=False))
+    spans = [pq.read_table(tmp_path / d / "spans.parquet") for d in ("parquet", "jsonl")]
+    assert spans[0].num_rows and spans[0].equals(spans[1])
 
 
 def test_bad_inputs_are_one_clear_line(corpus, tmp_path):
