@@ -9,15 +9,12 @@ byte offsets): the engine's own document call returns a window whose start it do
 from __future__ import annotations
 
 import hashlib
-import re
 import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-
-WORD = re.compile(r"\w+")  # the words of scoring/overlap/ngrams.words, found in the original text for snippets
 
 
 def local_index(idx: str) -> tuple[Path, dict]:
@@ -156,16 +153,15 @@ def _document_text(where: str, k: int, n: int) -> str | None:
 def snippet(text: str, word_start: int, word_end: int, context: int) -> dict:
     """The passage of `text` from `context` words before word `word_start` to `context` words after `word_end`
     (words as `tidemark overlap` counts them), with where the match lies in it (character offsets in the
-    snippet). Only the words up to the passage's end are found; text whose lowercasing may change its words
-    (non-ASCII, checked) is cut from its lowercased form when it does."""
-    from itertools import islice
+    snippet). Only the words up to the passage's end are found; text whose lowercasing changes its words is cut
+    from its lowercased form."""
+    from scoring.overlap.ngrams import word_spans
 
-    from scoring.overlap.ngrams import words
-
-    if not text.isascii() and len(WORD.findall(text)) != len(words(text)):
-        text = text.lower()
     word_end = max(word_end, word_start + 1)
-    spans = [m.span() for m in islice(WORD.finditer(text), word_end + context)]
+    spans = word_spans(text, word_end + context)
+    if spans is None:
+        text = text.lower()
+        spans = word_spans(text, word_end + context) or []
     if word_start >= len(spans):
         return {"snippet": "", "match_start": 0, "match_end": 0}
     word_end = min(word_end, len(spans))

@@ -56,6 +56,17 @@ def words(text: str) -> list[str]:
     return WORD.findall(text.lower())
 
 
+def word_spans(text: str, limit: int | None = None) -> list[tuple[int, int]] | None:
+    """The character spans in `text` of its first `limit` words as `words` counts them (all without a limit), or
+    None where lowercasing changes the words (some non-ASCII text), so that no span of the original text is theirs:
+    what a snippet or a highlight of the original text needs."""
+    from itertools import islice
+
+    if not text.isascii() and len(WORD.findall(text)) != len(words(text)):
+        return None
+    return [m.span() for m in islice(WORD.finditer(text), limit)]
+
+
 class _Powers:
     """B^k and B^-k mod 2^64 for k < size, grown on demand (a batch of 10 MB needs 10M of each)."""
 

@@ -4,14 +4,12 @@ passage is untrusted (model output, corpus text): it goes into the page as `Mark
 html.py escapes."""
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from scoring.reports.html import Code, Figure, Marked, Page, Section, Table, num, output_files, pct
 
 TEXTS_SHOWN = 50  # texts with a span shown in the page, longest span first (every one is in spans.parquet)
 DOCS_SHOWN = 5  # documents shown per text, most relevant first
-WORD = re.compile(r"\w+")
 
 FILES = (("spans.parquet", "one row per kept span: the text's id, its words [start, end), the span, its corpus count, "
                            "rarity and rank, the first documents' ids, offsets and files"),
@@ -74,12 +72,11 @@ def _md(text: str, width: int = 120) -> str:
 
 
 def char_spans(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Word spans [start, end) as character spans of `text` (words as the trace counts them)."""
-    from scoring.overlap.ngrams import words
+    """Word spans [start, end) as character spans of `text` (words as the trace counts them); none where
+    lowercasing changes the words (no reliable highlight)."""
+    from scoring.overlap.ngrams import word_spans
 
-    found = [m.span() for m in WORD.finditer(text)]
-    if len(found) != len(words(text)):  # lowercasing changed the words: no reliable highlight
-        return []
+    found = word_spans(text) or []
     return [(found[s][0], found[e - 1][1]) for s, e in spans if s < e <= len(found)]
 
 

@@ -42,3 +42,12 @@ def test_bm25_equals_lucene_s_formula_by_hand():
 
     assert got == pytest.approx([term(1, 2), 0.0, term(2, 3), 0.0], rel=1e-5)
     assert bm25_scores("cat", docs).tolist() == [0.0] * 4
+
+
+def test_word_spans_are_the_words_characters_or_none_where_lowercasing_changes_them():
+    from scoring.overlap.ngrams import word_spans, words
+
+    assert word_spans("Hi, big world!") == [(0, 2), (4, 7), (8, 13)]
+    assert word_spans("Hi, big world!", 2) == [(0, 2), (4, 7)]
+    assert len(words("İstanbul")) == 2 and word_spans("İstanbul") is None  # "i̇stanbul": the dot is no \w
+    assert word_spans("café naïve") == [(0, 4), (5, 10)]
