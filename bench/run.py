@@ -64,7 +64,7 @@ FULL = {
     "generation": None,  # bench/generation_bench.py's FULL
     "cutoff": None,  # bench/cutoff_bench.py's FULL
     "impact": None,  # bench/impact_bench.py's FULL
-    "trace": None,  # jobs/kit/trace_study.TraceStudy()
+    "trace": None,  # bench/trace_study.TraceStudy()
     "chaos": None,  # every scenario of bench/chaos_bench.py
 }
 QUICK = {
@@ -80,7 +80,7 @@ QUICK = {
     "generation": "quick",  # bench/generation_bench.py's QUICK
     "cutoff": "quick",  # bench/cutoff_bench.py's QUICK
     "impact": "quick",  # bench/impact_bench.py's QUICK
-    "trace": "quick",  # jobs/kit/trace_study.QUICK
+    "trace": "quick",  # bench/trace_study.QUICK
     "chaos": ("evaluate-node-loss",),
 }
 PASSAGE_WORDS = 104  # ~170 tokens with the tiny model's 2000-token BPE (the "~170 tokens")

@@ -1,7 +1,7 @@
 """Does `tidemark trace` lead a model's words back to the documents it trained on, and only to them? (`make bench`'s
 `trace`; also `python -m bench.trace_bench --out DIR [--quick]`)
 
-The controlled study of jobs/kit/trace_study.py: a tiny GPT-2 (the target) trains on `seen` State of the Union
+The controlled study of bench/trace_study.py: a tiny GPT-2 (the target) trains on `seen` State of the Union
 passages `repeats` times and on `background` passages once; its control trains on the background alone. Both
 continue the seen passages' openings (`samples` sampled continuations each); the continuations alone are traced
 against an index of the whole corpus (every seen and background passage once). Reported per model: the share of
@@ -19,7 +19,7 @@ from pathlib import Path
 
 
 def run_bench(quick: bool, work: Path) -> dict:
-    from jobs.kit.trace_study import QUICK, TraceStudy, run_study
+    from bench.trace_study import QUICK, TraceStudy, run_study
 
     res = run_study(QUICK if quick else TraceStudy(), work)
     for name in ("target", "control"):  # the share of texts with a span of at least N words, from its report

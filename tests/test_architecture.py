@@ -178,3 +178,70 @@ def test_test_files_mirror_the_package_layout():
         elif room.parts and room.parts[0] not in PACKAGES:
             misplaced.append(str(f.relative_to(ROOT)))
     assert misplaced == []
+
+
+def test_the_config_walk_finds_a_config_passed_up_and_a_callback_called_from_below(tmp_path, monkeypatch):
+    """tests/config_walk.py on a two-module tree: the finder can fail."""
+    import config_walk as cw
+
+    for pkg in ("jobs", "jobs/commands", "jobs/plane"):
+        (tmp_path / pkg).mkdir(parents=True, exist_ok=True)
+        (tmp_path / pkg / "__init__.py").write_text("")
+    (tmp_path / "jobs/commands/job.py").write_text(
+        "from jobs.plane.loop import run\n\n"
+        "def start(cfg):\n    return run(cfg.n, spec_for=lambda text: spec(cfg, text))\n\n"
+        "def spec(cfg, text):\n    return text\n\n"
+        "def again(cfg):\n    return cfg\n")
+    (tmp_path / "jobs/plane/loop.py").write_text(
+        "def run(n, *, spec_for):\n    return spec_for('x')\n\n"
+        "def down(c):\n    from jobs.commands.job import again\n    return again(c)\n")
+    monkeypatch.setattr(cw, "ROOT", tmp_path)
+    for f in (cw.module_tree, cw.definitions):
+        f.cache_clear()
+    try:
+        w = cw.walk("jobs.commands.job", "start")
+        assert w.climbs == [("jobs.plane.loop:run", "jobs.commands.job:<spec_for>")]
+        w2 = cw.walk("jobs.plane.loop", "down", "c")
+        assert w2.climbs == [("jobs.plane.loop:down", "jobs.commands.job:again")]
+        assert set(w2.rooms) == {"jobs.plane.loop", "jobs.commands.job"}
+    finally:
+        for f in (cw.module_tree, cw.definitions):
+            f.cache_clear()
+
+
+def test_evaluate_resolves_its_config_at_the_top():
+    """Issue 51: `evaluate`'s config (local, Ray, served and text-only paths) is read by the command and passed down
+    as what each layer needs; nothing lower passes it back up or calls back into a closure over it (3312d90: four
+    such climbs by this walk, three of them the part loop calling evaluate's spec, fingerprint and blind-baseline
+    closures)."""
+    import config_walk as cw
+
+    w = cw.walk(*cw.EVALUATE)
+    assert w.climbs == [], w.climbs
+    assert not [m for m in w.rooms if m.startswith("jobs.parts")], w.rooms  # the parts take resolved values
+
+
+def test_the_plane_takes_its_runner_from_the_job():
+    """Where the plane runs is an argument the command hands down (jobs/plane/runners.py), not a module switch."""
+    import inspect
+
+    from jobs.parts.text_only_evaluation import generate_benchmark
+    from jobs.plane.part_loop import plan_benchmark, run_parts, score_benchmark, score_planned
+    from jobs.plane.survey import run_survey
+
+    for fn in (plan_benchmark, score_planned, score_benchmark, run_parts, run_survey, generate_benchmark):
+        p = inspect.signature(fn).parameters["runner"]
+        assert p.default is inspect.Parameter.empty, fn.__name__
+    import jobs.plane.local_plane as local_plane
+
+    assert not hasattr(local_plane, "is_local") and not hasattr(local_plane, "local_plane")
+
+
+def test_nothing_below_a_command_imports_a_command():
+    """jobs/parts, jobs/kit and jobs/plane are below the commands: they take what a command resolved and never
+    import one (the text-only evaluation's parts once ran `tidemark trace` from below; the trace study, which drives
+    whole commands, lives in bench/)."""
+    edges, _, _ = imports(modules())
+    below = [(m, d) for m, deps in edges.items() if m.startswith(("jobs.parts", "jobs.kit", "jobs.plane"))
+             for d in deps if d.startswith("jobs.commands")]
+    assert below == []

@@ -21,6 +21,7 @@ from curation.io.ledger import quarantine_table
 from jobs.kit.report_out import run_and_print_report, write_html
 from jobs.kit.options import command, option, progress_option
 from jobs.kit.served_model import ServedFields, drop_full_distribution, run_record
+from jobs.plane.runners import RAY
 
 
 
@@ -130,7 +131,7 @@ def stage_snippets(cfg: AuditConfig, dest, benchmark: bool, phases):
     if cfg.reference_corpus:
         found, reference = found_ngrams(tasks, cfg.reference_corpus, cfg.ngram, dest, cfg.progress)
         phases.lap("reference corpus (workers)")
-    staged = run_staging(tasks, dest.uri, found, cfg.progress)
+    staged = run_staging(tasks, dest.uri, found, cfg.progress, runner=RAY)
     phases.lap("snippets (workers)")
     n_staged = {r: sum(s["snippets"] for s in staged if s["role"] == r) for r in ("target", "calibration")}
     if not n_staged["target"]:
@@ -184,7 +185,7 @@ def run_audit(cfg: AuditConfig) -> dict:
                         "ref_model": model_identity(cfg.ref_model), "token_freq": freq, "tool": tool_version()})
 
     run = score_benchmark(benchmark=dest.child("_staging/snippets"), requester_pays=False,
-                          rows_per_part=cfg.shard_size, dest=scoring, spec_for=lambda _: audit_spec(cfg, method, served),
+                          rows_per_part=cfg.shard_size, dest=scoring, spec=audit_spec(cfg, method, served), runner=RAY,
                           methods=[method], seed=cfg.seed, count_tokens_of=cfg.tokenizer_path if "token_freq" in method.needs
                           else None, token_freq=ref_freq, fingerprint_for=fingerprint, progress=cfg.progress)
     run.ledger.check("audit scoring")

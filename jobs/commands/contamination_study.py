@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from jobs.plane.runners import RAY
 
 
 def _floats(spec: str, name: str) -> tuple[float, ...]:
@@ -75,7 +76,7 @@ def _score_cell(dest_dir: Path, spec, identity, benchmark: Path, cell: str, meth
     dest = Location(dest_dir)
     fingerprint = json_digest({"model": identity, "methods": [m.column for m in methods], "tool": tool_version()})
     run = score_benchmark(benchmark=str(benchmark), requester_pays=False, rows_per_part=1000, dest=dest,
-                          spec_for=lambda _prefix: spec, methods=methods, seed=seed,
+                          spec=spec, runner=RAY, methods=methods, seed=seed,
                           fingerprint_for=lambda *_: fingerprint, progress=progress)
     if run.ledger.quarantined:
         raise RuntimeError(f"{cell}: {run.ledger.quarantined} evaluation rows could not be scored "

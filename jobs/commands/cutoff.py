@@ -146,9 +146,10 @@ def _measure(cfg: CutoffConfig) -> dict:
     from jobs.kit.log import PhaseClock
     from jobs.kit.runtime import start_runner
     from jobs.kit.served_model import run_record
+    from jobs.kit.text_only import TextOnlyRun
     from jobs.parts.cutoff_scoring import SCORING, SCORING_REF, assemble, score_log_prob, score_text_only
     from jobs.parts.dated_rows import run_staging, staging_summary
-    from jobs.plane.local_plane import local_input_bytes, local_plane
+    from jobs.plane.local_plane import local_input_bytes
     from scoring.cutoff.periods import DateError, parse_month_range
 
     t0, phases = time.perf_counter(), PhaseClock()
@@ -164,40 +165,40 @@ def _measure(cfg: CutoffConfig) -> dict:
     phases.lap("plan" if built is None else "dated set (built from the recipe)")
     runner, why = start_runner(cfg.runner, None if cfg.requester_pays else local_input_bytes(dated),
                                actors=cfg.actors, gpus_per_actor=cfg.gpus_per_actor)
-    if runner == "ray":
+    if runner.name == "ray":
         phases.lap("Ray start-up (or connect)")
-    with local_plane(runner == "local"):
-        staged = run_staging(dated, dest.uri, rows_per_part=cfg.shard_size, requester_pays=cfg.requester_pays,
-                             months=months if cfg.texts else None, progress=cfg.progress)
-        staging = staging_summary(staged)
-        phases.lap("staging (workers)")
-        scoring, served_info = {}, {}
-        if cfg.text_only:
-            from jobs.parts.text_only_evaluation import generation_record
+    staged = run_staging(dated, dest.uri, rows_per_part=cfg.shard_size, requester_pays=cfg.requester_pays,
+                         months=months if cfg.texts else None, runner=runner, progress=cfg.progress)
+    staging = staging_summary(staged)
+    phases.lap("staging (workers)")
+    scoring, served_info = {}, {}
+    if cfg.text_only:
+        from jobs.parts.text_only_evaluation import generation_record
 
-            gen = score_text_only(cfg, methods, dest, phases)
-            if "dry_run" in gen:  # the plan alone (plan.md), as evaluate's text-only dry run writes it
-                from jobs.parts.text_only_evaluation import dry_run_report
+        gen = score_text_only(TextOnlyRun.of(cfg), methods, dest, phases, runner)
+        if "dry_run" in gen:  # the plan alone (plan.md), as evaluate's text-only dry run writes it
+            from jobs.parts.text_only_evaluation import dry_run_report
 
-                return dry_run_report(out, gen["dry_run"], gen["setup"].model, methods, phases)
-            scoring["target"] = gen["run"]["stats"]
-            # what evaluate's text-only run.json records: the server, what it honours, the plan and what was spent
-            served_info = {"served_model": gen["setup"].served_record(),
-                           "generation": generation_record(gen["setup"], gen)}
-        else:
-            scoring["target"] = score_log_prob(cfg, methods, dest, model=cfg.model, served=served, sub=SCORING).stats
-            served_info = {"served_model": run_record(served, scoring["target"].get("api"))}
-            if cfg.ref_model:
-                scoring["reference"] = score_log_prob(cfg, methods, dest, model=cfg.ref_model, served=None,
-                                                      sub=SCORING_REF).stats
-        phases.lap("score (workers)" if runner == "ray" else "score (local runner)")
+            return dry_run_report(out, gen["dry_run"], gen["setup"].model, methods, phases)
+        scoring["target"] = gen["run"]["stats"]
+        # what evaluate's text-only run.json records: the server, what it honours, the plan and what was spent
+        served_info = {"served_model": gen["setup"].served_record(),
+                       "generation": generation_record(gen["setup"], gen)}
+    else:
+        scoring["target"] = score_log_prob(cfg, methods, dest, model=cfg.model, served=served, sub=SCORING,
+                                           runner=runner).stats
+        served_info = {"served_model": run_record(served, scoring["target"].get("api"))}
+        if cfg.ref_model:
+            scoring["reference"] = score_log_prob(cfg, methods, dest, model=cfg.ref_model, served=None,
+                                                  sub=SCORING_REF, runner=runner).stats
+    phases.lap("score (workers)" if runner.name == "ray" else "score (local runner)")
     rows, quarantine, counts = assemble(dest, columns, staging, reference=bool(cfg.ref_model))
     rows_path, q_path = out / "rows.parquet", out / "quarantine.parquet"
     atomic_write_parquet(rows, rows_path)
     atomic_write_parquet(quarantine, q_path)
     phases.lap("rows.parquet")
     run = {"texts": cfg.texts, "dated_set": built, "staging": staging, "scoring": scoring, **served_info,
-           "runner": {"used": runner, "why": why}}
+           "runner": {"used": runner.name, "why": why}}
     return _estimate_and_write(cfg, dest, out, rows=rows, counts=counts, run=run, t0=t0, dated=dated, phases=phases)
 
 

@@ -88,7 +88,6 @@ def run_maini(cfg: DatasetInferenceConfig) -> dict:
     from jobs.parts.doc_inputs import ROW_SUFFIXES, document_files
     from jobs.kit.log import PhaseClock
     from jobs.kit.runtime import start_runner
-    from jobs.plane.local_plane import local_plane
     from jobs.plane.part_loop import score_benchmark
     from jobs.plane.part_store import read_parts
     from jobs.plane.scoring_pool import ModelBranch
@@ -116,28 +115,27 @@ def run_maini(cfg: DatasetInferenceConfig) -> dict:
                   plan_tasks(role, spec, id_prefix="", label=label, whole=whole, **common)]
     phases.lap("plan")
     runner, why = start_runner(cfg.runner, n_bytes, actors=cfg.actors, gpus_per_actor=cfg.gpus_per_actor)
-    with local_plane(runner == "local"):  # the staging, the shift guard and the scoring
-        dest.delete_tree("_staging")
-        staged = run_staging(tasks, dest.uri, None, cfg.progress)
-        phases.lap("passages (workers)")
-        # the shift guard: model-free, before any scoring, so sets it refuses cost no model time
-        shift = shift_guard.check(shift_guard.start(dest.child("_staging/snippets"), cfg.seed), cfg.allow_shift)
-        phases.lap("shift check")
-        branches = [served.branch(views) if served else ModelBranch(cfg.model, views)]
-        if cfg.ref_model:
-            branches.append(ModelBranch(cfg.ref_model, ("original",), rename_original="ref"))
+    dest.delete_tree("_staging")
+    staged = run_staging(tasks, dest.uri, None, cfg.progress, runner=runner)
+    phases.lap("passages (workers)")
+    # the shift guard: model-free, before any scoring, so sets it refuses cost no model time
+    shift = shift_guard.check(shift_guard.start(dest.child("_staging/snippets"), cfg.seed), cfg.allow_shift)
+    phases.lap("shift check")
+    branches = [served.branch(views) if served else ModelBranch(cfg.model, views)]
+    if cfg.ref_model:
+        branches.append(ModelBranch(cfg.ref_model, ("original",), rename_original="ref"))
 
-        identity = {"model": served.identity() if served else model_identity(cfg.model),
-                    "ref_model": model_identity(cfg.ref_model), "methods": [m.column for m in methods],
-                    "views": list(views), "settings": common, "tool": tool_version()}
-        scoring = Location(dest.child("scoring"))
-        run = score_benchmark(
-            benchmark=dest.child("_staging/snippets"), requester_pays=False, rows_per_part=cfg.shard_size,
-            dest=scoring, spec_for=lambda text: cfg.pool_spec(branches, text), methods=methods, seed=cfg.seed,
-            prefix_shots=cfg.recall_shots if PREFIXED in views else 0,
-            count_tokens_of=cfg.tokenizer_path if "token_freq" in needs else None,
-            fingerprint_for=lambda text, ids, freq: json_digest({**identity, "prefix": [text, list(ids)]}),
-            progress=cfg.progress)
+    identity = {"model": served.identity() if served else model_identity(cfg.model),
+                "ref_model": model_identity(cfg.ref_model), "methods": [m.column for m in methods],
+                "views": list(views), "settings": common, "tool": tool_version()}
+    scoring = Location(dest.child("scoring"))
+    run = score_benchmark(
+        benchmark=dest.child("_staging/snippets"), requester_pays=False, rows_per_part=cfg.shard_size,
+        dest=scoring, spec=cfg.pool_spec(branches), runner=runner, methods=methods, seed=cfg.seed,
+        prefix_shots=cfg.recall_shots if PREFIXED in views else 0,
+        count_tokens_of=cfg.tokenizer_path if "token_freq" in needs else None,
+        fingerprint_for=lambda text, ids, freq: json_digest({**identity, "prefix": [text, list(ids)]}),
+        progress=cfg.progress)
     run.ledger.check("dataset-inference scoring")
     phases.lap("score (workers)")
     columns = [m.column for m in methods]
@@ -172,7 +170,7 @@ def run_maini(cfg: DatasetInferenceConfig) -> dict:
                    "recall_prefix": len(run.prefix_ids), "tested": int(sum(res["sizes"].values()))},
         "model": cfg.model, "served_model": run_record(served, run.stats.get("api")), "config": asdict(cfg),
         "seconds": round(time.perf_counter() - t0, 2), "phases_s": phases.laps,
-        "runner": {"used": runner, "why": why},
+        "runner": {"used": runner.name, "why": why},
     }
     (out / "report.json").write_text(json.dumps(report, indent=2, default=float))
     (out / "test_scores.png").write_bytes(plot_test_scores(res))

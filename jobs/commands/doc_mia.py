@@ -18,6 +18,7 @@ import typer
 from curation.io.ledger import quarantine_table
 from jobs.kit.options import command, option, progress_option
 from jobs.kit.report_out import run_and_print_report, write_html
+from jobs.plane.runners import RAY
 
 
 @dataclass
@@ -93,7 +94,7 @@ def score_document_parts(cfg: DocMiaConfig, dest, contexts: list[int], with_gp: 
         plan_doc_parts
     from jobs.plane.part_loop import run_parts
     from jobs.plane.part_store import PartStore
-    from jobs.plane.scoring_pool import PoolStages, run_pipeline
+    from jobs.plane.scoring_pool import PoolStages
 
     parts = plan_doc_parts(cfg.members, cfg.nonmembers, cfg.min_words)
     digests = {p.index: part_digest(p) for p in parts}
@@ -102,11 +103,11 @@ def score_document_parts(cfg: DocMiaConfig, dest, contexts: list[int], with_gp: 
                         {"contexts": tuple(contexts), "with_gp": with_gp})
 
     def pool(items):
-        return run_pipeline(doc_mia_spec(cfg), [{"part": p.to_json()} for p in items], stages, cfg.progress)
+        return RAY.pipeline(doc_mia_spec(cfg), [{"part": p.to_json()} for p in items], stages, cfg.progress)
 
     stats: dict = {}  # run_parts fills parts, reused and scored
-    summaries = run_parts(parts, index=lambda p: p.index, digests=digests, store=store, pool=pool, stats=stats,
-                          run_id=new_run_id(), not_isolated=NOT_ISOLATED, start=start_driver)
+    summaries = run_parts(parts, index=lambda p: p.index, digests=digests, store=store, pool=pool, runner=RAY,
+                          stats=stats, run_id=new_run_id(), not_isolated=NOT_ISOLATED, start=start_driver)
     return summaries, stats
 
 

@@ -107,29 +107,31 @@ def token_freq_from_corpus(model: str, ref_corpus: str) -> np.ndarray:
     return count_tokens((tok(t)["input_ids"] for t in iter_texts(ref_corpus)), len(tok))
 
 
-def evaluate_spec(cfg: EvaluateConfig, views: tuple[str, ...], prefix_text: str | None, served=None):
-    """What evaluate asks of the scoring pool."""
+def evaluate_spec(cfg: EvaluateConfig, views: tuple[str, ...], served=None):
+    """What evaluate asks of the scoring pool (the plane adds the prefixes its survey chooses)."""
     from jobs.plane.scoring_pool import ModelBranch
 
     branches = [served.branch(views) if served else ModelBranch(cfg.model, tuple(views))]
     if cfg.ref_model:
         branches.append(ModelBranch(cfg.ref_model, ("original",), rename_original="ref"))
-    return cfg.pool_spec(branches, prefix_text, neighbour_model=cfg.neighbour_model)
+    return cfg.pool_spec(branches, neighbour_model=cfg.neighbour_model)
 
 
 def run_evaluate(cfg: EvaluateConfig) -> dict:
     """Plan on the driver, score and detect on the workers (jobs/plane/part_loop.py), then metrics over the score
-    columns only: the driver's memory does not grow with token stats."""
+    columns only: the driver's memory does not grow with token stats. The config is read here and resolved into
+    what the layers below take (the pool's spec, the parts' fingerprint, the runner, the blind baseline's source):
+    nothing below reads it or calls back up for it."""
     import pyarrow.compute as pc
 
     from jobs.kit import identity as sharding
     from jobs.kit.blind_baseline import BlindBaselineJob
     from jobs.kit.text_only_report import write_blind
     from jobs.parts.benchmark_parts import input_identity
-    from jobs.plane.part_loop import score_benchmark
+    from jobs.plane.part_loop import plan_benchmark, score_planned
     from jobs.plane.part_store import read_parts
     from jobs.kit.runtime import start_runner
-    from jobs.plane.local_plane import local_input_bytes, local_plane
+    from jobs.plane.local_plane import local_input_bytes
     from jobs.kit.redact import redact
     from jobs.kit.served_model import run_record
     from jobs.kit.evaluation_files import save_token_freq, write_outputs
@@ -138,7 +140,7 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     from scoring.lm.views import ORIGINAL, PREFIXED
 
     if cfg.api_logprobs == "none":  # a server that answers only in text: the generation detectors
-        from jobs.parts.text_only_evaluation import run_text_only
+        from jobs.commands.evaluate_text_only import run_text_only
 
         return run_text_only(cfg)
     if cfg.trace_index:
@@ -178,36 +180,32 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
         ref_freq = token_freq_from_corpus(cfg.tokenizer_path, cfg.ref_corpus)
     runner, why = start_runner(cfg.runner, None if cfg.requester_pays else local_input_bytes(cfg.benchmark),
                                actors=cfg.actors, gpus_per_actor=cfg.gpus_per_actor)
-    if runner == "ray":
+    if runner.name == "ray":
         phases.lap("Ray start-up (or connect)")
     blind: dict = {}
-
-    def start_blind(prefix_ids):  # the blind baseline needs no model: a low-priority process reads a sample
+    try:
+        plan = plan_benchmark(
+            benchmark=str(cfg.benchmark), requester_pays=cfg.requester_pays, rows_per_part=cfg.shard_size,
+            methods=methods, seed=cfg.seed, runner=runner, prefix_shots=cfg.recall_shots if PREFIXED in views else 0,
+            count_tokens_of=cfg.tokenizer_path if "token_freq" in needs else None, token_freq=ref_freq,
+            progress=cfg.progress)
+        # the blind baseline needs no model: a low-priority process reads a sample while the pool scores
         blind["job"] = BlindBaselineJob.from_source(
             {"benchmark": str(cfg.benchmark), "requester_pays": cfg.requester_pays, "rows_per_part": cfg.shard_size,
-             "prefix_ids": list(prefix_ids), "cap": cfg.blind_sample}, cfg.seed, cfg.benchmark)
-
-    def fingerprint(prefix_text, prefix_ids, token_freq):
-        freq = None if token_freq is None else sharding.sha256_bytes(np.ascontiguousarray(token_freq).tobytes())
-        return sharding.json_digest({"scoring": sharding.scoring_fingerprint(cfg, views, prefix_text),
-                                 "served": served.identity() if served else None,
-                                 "methods": [m.column for m in methods], "prefix_ids": list(prefix_ids),
-                                 "token_freq": freq, "plane": 2})
-
-    try:
-        with local_plane(runner == "local"):
-            run = score_benchmark(
-                benchmark=str(cfg.benchmark), requester_pays=cfg.requester_pays, rows_per_part=cfg.shard_size,
-                dest=dest, spec_for=lambda text: evaluate_spec(cfg, views, text, served), methods=methods,
-                seed=cfg.seed,
-                prefix_shots=cfg.recall_shots if PREFIXED in views else 0,
-                count_tokens_of=cfg.tokenizer_path if "token_freq" in needs else None, token_freq=ref_freq,
-                fingerprint_for=fingerprint, resume=cfg.resume, progress=cfg.progress, on_planned=start_blind)
+             "prefix_ids": list(plan.prefix_ids), "cap": cfg.blind_sample}, cfg.seed, cfg.benchmark)
+        freq = None if plan.token_freq is None else sharding.sha256_bytes(
+            np.ascontiguousarray(plan.token_freq).tobytes())
+        parts_fp = sharding.json_digest({"scoring": sharding.scoring_fingerprint(cfg, views, plan.prefix_text),
+                                         "served": served.identity() if served else None,
+                                         "methods": [m.column for m in methods], "prefix_ids": list(plan.prefix_ids),
+                                         "token_freq": freq, "plane": 2})
+        run = score_planned(plan, dest=dest, spec=evaluate_spec(cfg, views, served), methods=methods,
+                            fingerprint=parts_fp, runner=runner, resume=cfg.resume, progress=cfg.progress)
     except BaseException:
         if "job" in blind:
             blind["job"].close()  # stop the helper now rather than wait for it at exit
         raise
-    phases.lap("survey, score, detect and write (workers)" if runner == "ray" else
+    phases.lap("survey, score, detect and write (workers)" if runner.name == "ray" else
                "survey, score, detect and write (local runner)")
     ledger = run.ledger
     counts = {"in": ledger.rows_in, "scored": ledger.rows_out, "quarantined": ledger.quarantined,
@@ -240,7 +238,7 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
                        "recall_prefix_ids": sorted(run.recall_prefix_ids),
                        "seconds": round(time.perf_counter() - t0, 2),
                        "con_recall_prefix_ids": run.labelled_prefix_ids or None,
-                       "parts": run.stats, "survey": run.survey, "runner": {"used": runner, "why": why},
+                       "parts": run.stats, "survey": run.survey, "runner": {"used": runner.name, "why": why},
                        "fingerprint": job_fp,
                        "blind_baseline": blind_res["source"] if blind_res else None,
                        "blind_baseline_sample": (blind_res or {}).get("sample"), "phases_s": phases.laps,

@@ -101,7 +101,6 @@ def run_impact(cfg: ImpactConfig) -> dict:
     from jobs.parts.impact_evidence import read_evidence
     from jobs.parts.impact_records import measure_tasks, write_items
     from jobs.parts.impact_results import read_results
-    from jobs.plane.local_plane import local_plane
 
     t0, phases = time.perf_counter(), PhaseClock()
     methods = chosen_methods(cfg)
@@ -109,11 +108,10 @@ def run_impact(cfg: ImpactConfig) -> dict:
     sizes = _input_bytes([*cfg.results, *(cfg.reference_results or []), *(cfg.reference_benchmark_results or [])])
     runner, why = start_runner(cfg.runner, sizes, actors=0, gpus_per_actor=0.0)
     settings = cfg.reader_settings()
-    with local_plane(runner == "local"):
-        read = {name: read_results(specs, settings, progress=cfg.progress) if specs else None
-                for name, specs in (("results", cfg.results), ("reference", cfg.reference_results),
-                                    ("reference_benchmark", cfg.reference_benchmark_results))}
-    phases.lap("results (workers)" if runner == "ray" else "results (local runner)")
+    read = {name: read_results(specs, settings, runner=runner, progress=cfg.progress) if specs else None
+            for name, specs in (("results", cfg.results), ("reference", cfg.reference_results),
+                                ("reference_benchmark", cfg.reference_benchmark_results))}
+    phases.lap("results (workers)" if runner.name == "ray" else "results (local runner)")
     try:
         sources = [read_evidence(e, cfg.evidence_settings()) for e in (cfg.evidence or [])] \
             if "splits" in methods else []
@@ -155,7 +153,7 @@ def _report(cfg, read, sources, records, matching, methods, runner, why, t0) -> 
                        "reference_benchmark_results": cfg.reference_benchmark_results},
             "settings": {"bootstrap": cfg.bootstrap, "permutations": cfg.permutations,
                          "constat_bootstrap": cfg.constat_bootstrap, "seed": cfg.seed},
-            "runner": {"used": runner, "why": why}, "seconds": round(time.perf_counter() - t0, 2)}
+            "runner": {"used": runner.name, "why": why}, "seconds": round(time.perf_counter() - t0, 2)}
 
 
 def _write(out, report: dict) -> None:

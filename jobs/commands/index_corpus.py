@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import typer
 
 from jobs.kit.options import command, option, progress_option
+from jobs.plane.runners import RAY
 
 STAGE = "index-corpus"
 # The documents' text beside the word ids (jobs/parts/corpus_index.py), for `tidemark trace`'s snippets; an index
@@ -66,8 +67,8 @@ def run_index(cfg: IndexConfig) -> dict:
     stats: dict = {}
     summaries = run_parts(parts, index=lambda p: p.index, digests={p.index: index_part_digest(p, opts) for p in parts},
                           store=store, pool=lambda pending: run_pool(pending, settings, dest.uri, cfg.progress),
-                          stats=stats, run_id=new_run_id(), resume=cfg.resume, not_isolated=NOT_ISOLATED,
-                          start=start_driver)
+                          runner=RAY, stats=stats, run_id=new_run_id(), resume=cfg.resume,
+                          not_isolated=NOT_ISOLATED, start=start_driver)
     ledger = Ledger.of_parts(summaries, rows_in="records", rows_out="documents", what="corpus part")
     total = {k: sum(s[k] for s in summaries.values()) for k in ("bytes", "tokens", "shards", "index_bytes",
                                                                 "build_s")}

@@ -27,6 +27,7 @@ from jobs.kit.options import command, option, progress_option
 from jobs.kit.report_out import run_and_print_report
 from jobs.parts.paraphrased import DATA_SCHEMA, EXAMPLE_CHARS, N_EXAMPLES, STAGE, zero_counts
 from scoring.reports.paraphrase_report import report_markdown
+from jobs.plane.runners import RAY
 
 # What this command writes under OUT: anything else there means OUT is not ours to overwrite.
 _OWN = re.compile(r"^((data|quarantine\.parquet)/part-\d{5,}\.parquet|_parts/part-\d{5,}\.done\.json|manifest\.json|"
@@ -130,7 +131,8 @@ def run_paraphrase(cfg: ParaphraseConfig) -> dict:
     for rel in ("manifest.json", "report.md"):
         dest.delete(rel)
     start_driver()
-    survey = run_survey(parts, count_tokens_of=None, prefix_shots=0, seed=cfg.seed, progress=cfg.progress)
+    survey = run_survey(parts, count_tokens_of=None, prefix_shots=0, seed=cfg.seed, progress=cfg.progress,
+                        runner=RAY)
     work = [(p, survey.drops.get(p.index, [])) for p in survey.parts]
     # The one part loop: a part whose marker matches this fingerprint and input is reused; an earlier run's other
     # parts (maybe more of them) are removed by the store, so none lingers.
@@ -144,7 +146,7 @@ def run_paraphrase(cfg: ParaphraseConfig) -> dict:
                         progress=cfg.progress)
 
     summaries = run_parts(work, index=lambda w: w[0].index, digests=survey.digests, store=store, pool=pool,
-                          stats={}, run_id=new_run_id(), not_isolated=NOT_ISOLATED)
+                          runner=RAY, stats={}, run_id=new_run_id(), not_isolated=NOT_ISOLATED)
     ledger, buckets, examples, files = Ledger(), {}, [], []
     for s in (summaries[i] for i in sorted(summaries)):
         part = Ledger(s["rows_in"], s["written"], s["reasons"])

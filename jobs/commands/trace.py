@@ -73,23 +73,22 @@ def run_trace(cfg: TraceConfig) -> dict:
     from jobs.parts.index_reader import local_index
     from jobs.parts.trace_inputs import read_texts
     from jobs.parts.trace_tables import trace
-    from jobs.plane.local_plane import local_plane
 
     t0, phases = time.perf_counter(), PhaseClock()
     local, meta = local_index(cfg.index)
     runner, why = start_runner(cfg.runner, meta.get("index_bytes"), actors=0, gpus_per_actor=0.0)
     summary = Summary(cfg.min_words)
-    with local_plane(runner == "local"):
-        if not cfg.out:
-            rows, bad = read_texts(cfg.generations, cfg.texts, cfg.text)
-            spans, docs, stats = trace(rows, cfg.index, local, meta, cfg.settings(), progress=cfg.progress)
-            summary.add(rows, spans, docs, stats)
-            summary.quarantined(bad)
-            res = {"report": None, "spans": spans, "documents": docs}
-        else:
-            res = _trace_to(cfg, local, meta, summary, phases)
+    if not cfg.out:
+        rows, bad = read_texts(cfg.generations, cfg.texts, cfg.text)
+        spans, docs, stats = trace(rows, cfg.index, local, meta, cfg.settings(), runner=runner,
+                                   progress=cfg.progress)
+        summary.add(rows, spans, docs, stats)
+        summary.quarantined(bad)
+        res = {"report": None, "spans": spans, "documents": docs}
+    else:
+        res = _trace_to(cfg, local, meta, summary, phases, runner)
     seconds = round(time.perf_counter() - t0, 3)
-    report = summary.report(cfg, meta, seconds, {"used": runner, "why": why})
+    report = summary.report(cfg, meta, seconds, {"used": runner.name, "why": why})
     c = report["counts"]
     log(f"traced {c['traced']:,} texts ({c['quarantined']:,} quarantined): {report['summary']['spans']:,} spans of "
         f"at least {cfg.min_words} words, {report['summary']['texts_with_span']:,} texts with one; {seconds} s")
@@ -98,7 +97,7 @@ def run_trace(cfg: TraceConfig) -> dict:
     return {**res, "summary": report, "seconds": seconds}
 
 
-def _trace_to(cfg: TraceConfig, local, meta, summary, phases) -> dict:
+def _trace_to(cfg: TraceConfig, local, meta, summary, phases, runner) -> dict:
     import pyarrow.parquet as pq
 
     from curation.io.ledger import quarantine_table
@@ -121,7 +120,8 @@ def _trace_to(cfg: TraceConfig, local, meta, summary, phases) -> dict:
                 yield rows
 
     for k, (chunk, spans, docs, stats) in enumerate(trace_chunks(good_rows(), cfg.index, local, meta,
-                                                                  cfg.settings(), progress=cfg.progress)):
+                                                                  cfg.settings(), runner=runner,
+                                                                  progress=cfg.progress)):
         pq.write_table(spans, out / "spans.parquet" / f"{part_name(k)}.parquet")
         pq.write_table(docs, out / "documents.parquet" / f"{part_name(k)}.parquet")
         summary.add(chunk, spans, docs, stats)

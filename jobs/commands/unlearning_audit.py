@@ -20,6 +20,7 @@ import typer
 from curation.io.ledger import quarantine_table
 from jobs.kit.options import command, option, progress_option
 from jobs.kit.report_out import run_and_print_report, write_html
+from jobs.plane.runners import RAY
 
 
 @dataclass
@@ -174,7 +175,7 @@ def _score_chunks(cfg: UnlearningConfig, dest, chunks: list[dict], methods: list
                   "tool": tool_version()})
     scoring = Location(dest.child("scoring"))
     run = score_benchmark(benchmark=dest.child("_staging/chunks.jsonl"), requester_pays=False,
-                          rows_per_part=cfg.shard_size, dest=scoring, spec_for=lambda _: spec, methods=methods,
+                          rows_per_part=cfg.shard_size, dest=scoring, spec=spec, runner=RAY, methods=methods,
                           seed=0, fingerprint_for=lambda *_: fp, progress=cfg.progress)
     run.ledger.check("unlearning-audit scoring")
     table = read_parts(scoring, "scores.parquet", ["id", *[m.column for m in methods]])

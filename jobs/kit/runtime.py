@@ -83,13 +83,14 @@ def ensure_ray(**init_kwargs):
     return ray
 
 
-def start_runner(runner: str, input_bytes: int | None, *, actors: int, gpus_per_actor: float) -> tuple[str, str]:
+def start_runner(runner: str, input_bytes: int | None, *, actors: int, gpus_per_actor: float):
     """Settle `--runner` (jobs/plane/local_plane.choose_runner), say which and why, and start what it needs: Ray
-    (`start_driver`) for `ray`; for `local`, only the driver's memory hand-back. Returns (runner, why); the job runs
-    its plane inside `local_plane(runner == "local")`."""
+    (`start_driver`) for `ray`; for `local`, only the driver's memory hand-back. Returns (the runner object the job
+    hands to its plane, jobs/plane/runners.py; why)."""
     from jobs.kit.log import log
     from jobs.plane.driver_memory import return_freed_memory
     from jobs.plane.local_plane import choose_runner
+    from jobs.plane.runners import runner_named
     from jobs.plane.tasks import hooks_from_env
 
     runner, why = choose_runner(runner, input_bytes, hooks=hooks_from_env(), actors=actors,
@@ -99,4 +100,4 @@ def start_runner(runner: str, input_bytes: int | None, *, actors: int, gpus_per_
         start_driver()
     else:
         return_freed_memory()
-    return runner, why
+    return runner_named(runner), why

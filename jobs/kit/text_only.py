@@ -4,7 +4,7 @@ The requests and detectors are scoring/generation; the pool stage is jobs/parts/
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Optional
 
 import typer
@@ -44,6 +44,42 @@ class GenerationFields:
 
 
 @dataclass(frozen=True)
+class TextOnlyRun:
+    """What the lower layers of a text-only run read (the probe, the planner, the pool, the budget), resolved once
+    from the command's config by `of`: evaluate's and cutoff's configs both carry these fields, and nothing below
+    the command reads the config itself."""
+
+    model: str
+    api_base: Optional[str]
+    api_chat: bool
+    tokenizer: Optional[str]
+    api_concurrency: int
+    api_rps: float
+    api_max_retries: int
+    api_timeout: float
+    actors: int
+    gpus_per_actor: float
+    stall_timeout: float
+    samples: int
+    max_new_tokens: Optional[int]
+    temperature: float
+    top_p: float
+    seed: int
+    prompts: Optional[str]
+    decop_paraphrases: str
+    shard_size: int
+    max_requests: Optional[int]
+    max_tokens: Optional[int]
+    dry_run: bool
+    resume: bool
+    progress: bool
+
+    @classmethod
+    def of(cls, cfg) -> "TextOnlyRun":
+        return cls(**{f.name: getattr(cfg, f.name) for f in fields(cls)})
+
+
+@dataclass(frozen=True)
 class TextOnlyModel:
     api: object  # scoring.api.client.ApiConfig, mode "none"
     chat: bool
@@ -70,17 +106,17 @@ class TextOnlyModel:
         key = os.environ.get("OPENAI_API_KEY")
         return {**self.api.to_dict(), "key": Secret(key) if key else None}
 
-    def settings(self, cfg, prompts: dict):
+    def settings(self, run: TextOnlyRun, prompts: dict):
         from scoring.generation.kinds import Settings
 
         p = self.probe
-        return Settings(chat=self.chat, samples=cfg.samples, max_new_tokens=cfg.max_new_tokens,
-                        temperature=cfg.temperature, top_p=cfg.top_p, seed=cfg.seed, n_ok=bool(p.get("n")),
+        return Settings(chat=self.chat, samples=run.samples, max_new_tokens=run.max_new_tokens,
+                        temperature=run.temperature, top_p=run.top_p, seed=run.seed, n_ok=bool(p.get("n")),
                         seed_ok=bool(p.get("seed_accepted")), top_p_ok=bool(p.get("top_p")),
                         logprobs_ok=bool(p.get("generated_logprobs")), prompts=prompts)
 
 
-def text_only_model(cfg) -> TextOnlyModel:
+def text_only_model(cfg: TextOnlyRun) -> TextOnlyModel:
     """Check the options and probe the server (about eight requests). BadParameter for options that do not fit;
     ApiFatal (one line, exit 2) for a server that cannot be used."""
     from scoring.api.client import ApiConfig, CompletionsClient

@@ -144,13 +144,11 @@ def _stage(shared: dict, task: dict) -> dict:
     return stage_task(task, shared["dest"], shared["ngram_index"])
 
 
-def run_staging(tasks: Sequence[dict], dest: str, ngram_index=None, progress: bool = True) -> list[dict]:
-    """Every task as a Ray task (the audited n-grams found in a reference corpus, if any, travel once through the
-    object store), or here on the local plane (jobs/plane/local_plane.py)."""
-    from jobs.plane.task_map import task_map
-
-    done = list(task_map(_stage, [{"task": t} for t in tasks], {"dest": dest, "ngram_index": ngram_index},
-                         desc="snippets (staging)", progress=progress, num_cpus=0.5))
+def run_staging(tasks: Sequence[dict], dest: str, ngram_index=None, progress: bool = True, *, runner) -> list[dict]:
+    """Every task on `runner`: as a Ray task (the audited n-grams found in a reference corpus, if any, travel once
+    through the object store), or here (jobs/plane/runners.LOCAL)."""
+    done = list(runner.map(_stage, [{"task": t} for t in tasks], {"dest": dest, "ngram_index": ngram_index},
+                           desc="snippets (staging)", progress=progress, num_cpus=0.5))
     return sorted(done, key=lambda s: (s["role"], s["task"]))
 
 

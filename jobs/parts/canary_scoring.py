@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from curation.canary import CanaryError, load_canaries
+from jobs.plane.runners import RAY
 
 ROLE_LABEL = {"plant": 1, "holdout": 0}  # the pool's label column carries the role (1 = planted)
 LABEL_ROLE = {label: role for role, label in ROLE_LABEL.items()}
@@ -86,7 +87,7 @@ def run_canary_test(cfg) -> dict:
     scoring = Location(dest.child("scoring"))
     run = score_benchmark(
         benchmark=dest.child("_staging/canaries.jsonl"), requester_pays=False, rows_per_part=cfg.shard_size,
-        dest=scoring, spec_for=lambda text: cfg.pool_spec(branches, text), methods=[method], seed=0,
+        dest=scoring, spec=cfg.pool_spec(branches), runner=RAY, methods=[method], seed=0,
         count_tokens_of=cfg.tokenizer_path if "token_freq" in method.needs else None,
         fingerprint_for=lambda *_: json_digest(identity), progress=cfg.progress)
     run.ledger.check("canary scoring")

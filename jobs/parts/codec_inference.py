@@ -28,7 +28,6 @@ def run_codec(cfg) -> dict:
     from jobs.kit.served_model import run_record
     from jobs.parts.audit_snippets import plan_tasks, run_staging
     from jobs.parts.doc_inputs import ROW_SUFFIXES, document_files
-    from jobs.plane.local_plane import local_plane
     from jobs.plane.part_loop import score_benchmark
     from jobs.plane.scoring_pool import ModelBranch
     from scoring.audits.codec import MEANING, DeltaSummary
@@ -47,21 +46,20 @@ def run_codec(cfg) -> dict:
                        snippet_words=cfg.snippet_words, min_words=cfg.min_words, seed=cfg.seed)
     runner, why = start_runner(cfg.runner, sum(f.stat().st_size for f in files), actors=cfg.actors,
                                gpus_per_actor=cfg.gpus_per_actor)
-    with local_plane(runner == "local"):  # the staging and the scoring
-        dest.delete_tree("_staging")
-        staged = run_staging(tasks, dest.uri, None, cfg.progress)
-        phases.lap("passages (workers)")
-        branch = served.branch(views) if served else ModelBranch(cfg.model, views)
-        identity = {"model": served.identity() if served else model_identity(cfg.model), "method": method.column,
-                    "pool": cfg.pool, "tool": tool_version(),
-                    "settings": {"snippets": cfg.snippets, "snippet_words": cfg.snippet_words,
-                                 "min_words": cfg.min_words, "seed": cfg.seed}}
-        scoring = Location(dest.child("scoring"))
-        run = score_benchmark(
-            benchmark=dest.child("_staging/snippets"), requester_pays=False, rows_per_part=cfg.shard_size,
-            dest=scoring, spec_for=lambda text: cfg.pool_spec([branch], text), methods=[method], seed=cfg.seed,
-            pool_size=cfg.pool,
-            fingerprint_for=lambda text, ids, freq: json_digest(identity), progress=cfg.progress)
+    dest.delete_tree("_staging")
+    staged = run_staging(tasks, dest.uri, None, cfg.progress, runner=runner)
+    phases.lap("passages (workers)")
+    branch = served.branch(views) if served else ModelBranch(cfg.model, views)
+    identity = {"model": served.identity() if served else model_identity(cfg.model), "method": method.column,
+                "pool": cfg.pool, "tool": tool_version(),
+                "settings": {"snippets": cfg.snippets, "snippet_words": cfg.snippet_words,
+                             "min_words": cfg.min_words, "seed": cfg.seed}}
+    scoring = Location(dest.child("scoring"))
+    run = score_benchmark(
+        benchmark=dest.child("_staging/snippets"), requester_pays=False, rows_per_part=cfg.shard_size,
+        dest=scoring, spec=cfg.pool_spec([branch]), runner=runner, methods=[method], seed=cfg.seed,
+        pool_size=cfg.pool,
+        fingerprint_for=lambda text, ids, freq: json_digest(identity), progress=cfg.progress)
     run.ledger.check("dataset-inference (codec) scoring")
     phases.lap("score (workers)")
     summary = DeltaSummary()
@@ -95,7 +93,7 @@ def run_codec(cfg) -> dict:
                          "reasons": dict(run.ledger.reasons)},
               "model": cfg.model, "served_model": run_record(served, run.stats.get("api")), "config": asdict(cfg),
               "seconds": round(time.perf_counter() - t0, 2), "phases_s": phases.laps,
-              "runner": {"used": runner, "why": why}}
+              "runner": {"used": runner.name, "why": why}}
     (out / "report.json").write_text(json.dumps(report, indent=2, default=float))
     (out / "deltas.png").write_bytes(plot_deltas(report))
     (out / "report.md").write_text(report_markdown(report))

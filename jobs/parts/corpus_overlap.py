@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Iterator, Mapping
+from jobs.plane.runners import RAY
 
 PART_DIRS = ("matches.parquet", "quarantine.parquet")
 TASK_CPUS = 1.0
@@ -142,7 +143,7 @@ def scan_corpus(corpus: str, distinct, *, settings: Mapping[str, Any], where, fi
 
     stats: dict = {}
     summaries = run_parts(parts, index=lambda p: p.index, digests={p.index: part_digest(p, opts) for p in parts},
-                          store=PartStore(where, fingerprint, PART_DIRS), pool=pool, stats=stats,
+                          store=PartStore(where, fingerprint, PART_DIRS), pool=pool, runner=RAY, stats=stats,
                           run_id=new_run_id(), resume=resume, not_isolated=NOT_ISOLATED, start=start)
     ledger = Ledger.of_parts(summaries, rows_in="records", rows_out="documents", what=what)
     return CorpusScan(parts, summaries, ledger, stats, merged_matches(where, summaries, settings["max_sources"]))

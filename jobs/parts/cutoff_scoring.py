@@ -27,7 +27,7 @@ def log_prob_views(methods) -> tuple[str, ...]:
     return (ORIGINAL, *[v for v in needs if v not in ("ref", "token_freq")])
 
 
-def score_log_prob(cfg, methods, dest: Location, *, model: str, served, sub: str):
+def score_log_prob(cfg, methods, dest: Location, *, model: str, served, sub: str, runner):
     """Score the staged rows with one model (local weights, or the probed served model) into OUT/<sub>; returns the
     part loop's PartRun. Resumes from committed parts whose fingerprint matches."""
     from jobs.kit.identity import json_digest, model_identity, sha256_bytes, tool_version
@@ -50,21 +50,21 @@ def score_log_prob(cfg, methods, dest: Location, *, model: str, served, sub: str
 
     return score_benchmark(
         benchmark=dest.child(ROWS), requester_pays=False, rows_per_part=cfg.shard_size, dest=Location(dest.child(sub)),
-        spec_for=lambda text: cfg.pool_spec([branch], text), methods=methods, seed=cfg.seed,
+        spec=cfg.pool_spec([branch]), runner=runner, methods=methods, seed=cfg.seed,
         count_tokens_of=tokenizer if needs_freq else None, fingerprint_for=fingerprint, resume=cfg.resume,
         progress=cfg.progress)
 
 
-def score_text_only(cfg, methods, dest: Location, phases) -> dict:
+def score_text_only(opts, methods, dest: Location, phases, runner) -> dict:
     """The staged rows through a text-only server (evaluate's generation parts) into OUT/scoring; returns what
     `generate_benchmark` returns (or {"dry_run": plan})."""
     from jobs.parts.benchmark_parts import input_identity
     from jobs.parts.text_only_evaluation import TextOnlySetup, generate_benchmark
 
-    setup = TextOnlySetup.probe(cfg, methods)
+    setup = TextOnlySetup.probe(opts, methods)
     staged = dest.child(ROWS)
-    fp = setup.fingerprint(cfg, methods, input_identity(staged, False))
-    gen = generate_benchmark(cfg, setup, methods, staged, Location(dest.child(SCORING)), fp, phases)
+    fp = setup.fingerprint(methods, input_identity(staged, False))
+    gen = generate_benchmark(opts, setup, methods, staged, Location(dest.child(SCORING)), fp, phases, runner=runner)
     return {**gen, "setup": setup}
 
 

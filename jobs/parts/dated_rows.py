@@ -126,22 +126,21 @@ def stage_part(shared: dict, part: str) -> dict:
 
 
 def run_staging(dated: str, dest: str, *, rows_per_part: int, requester_pays: bool,
-                months: tuple[int, int] | None, progress: bool = True) -> list[dict]:
-    """Plan `dated` into parts, number jsonl lines, stage every part (Ray tasks, or here on the local plane);
+                months: tuple[int, int] | None, runner, progress: bool = True) -> list[dict]:
+    """Plan `dated` into parts, number jsonl lines, stage every part (tasks on `runner`: Ray, or this process);
     returns the parts' counts in part order."""
     from curation.io.outputs import Location
     from jobs.parts.benchmark_parts import plan_parts
-    from jobs.plane.task_map import task_map
 
     Location(dest).delete_tree("_staging")  # an earlier plan's parts must not be read with this one's
     parts = plan_parts(dated, rows_per_part, requester_pays)
     jsonl = [p for p in parts if p.fmt == "jsonl"]
-    counts = dict(task_map(count_lines, [{"part": p.to_json()} for p in jsonl], {}, desc="dated rows (lines)",
-                           progress=progress, num_cpus=0.5)) if jsonl else {}
+    counts = dict(runner.map(count_lines, [{"part": p.to_json()} for p in jsonl], {}, desc="dated rows (lines)",
+                             progress=progress, num_cpus=0.5)) if jsonl else {}
     parts = number_lines(parts, counts)
     shared = {"dest": dest, "months": list(months) if months else None}
-    done = task_map(stage_part, [{"part": p.to_json()} for p in parts], shared, desc="dated rows (staging)",
-                    progress=progress, num_cpus=0.5)
+    done = runner.map(stage_part, [{"part": p.to_json()} for p in parts], shared, desc="dated rows (staging)",
+                      progress=progress, num_cpus=0.5)
     return sorted(done, key=lambda s: s["index"])
 
 

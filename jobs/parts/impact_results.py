@@ -166,16 +166,15 @@ def read_file(shared: dict, entry: dict) -> dict:
             "rows_in": len(rows) + len(bad)}
 
 
-def read_results(specs: list[str], settings: dict, *, progress: bool = True) -> tuple[pa.Table, pa.Table, list]:
+def read_results(specs: list[str], settings: dict, *, runner, progress: bool = True) -> tuple[pa.Table, pa.Table, list]:
     """(items, quarantine, per-file facts) of every results file of `specs`. Duplicate (model, task, item) rows are
     quarantined (the first kept), so that every item is counted once."""
     from curation.io.ledger import first_occurrences
     from jobs.plane.scoring_pool import from_ipc
-    from jobs.plane.task_map import task_map
 
     entries = [e for s in specs for e in result_files(s)]
-    done = sorted(task_map(read_file, [{"entry": e} for e in entries], settings, desc="results (reading)",
-                           progress=progress, num_cpus=0.5), key=lambda d: d["entry"]["path"])
+    done = sorted(runner.map(read_file, [{"entry": e} for e in entries], settings, desc="results (reading)",
+                             progress=progress, num_cpus=0.5), key=lambda d: d["entry"]["path"])
     items = pa.concat_tables([from_ipc(d["items"]) for d in done]) if done else RESULTS_SCHEMA.empty_table()
     quarantine = pa.concat_tables([from_ipc(d["quarantine"]) for d in done]) if done else quarantine_table([])
     key = pa.array([f"{m}\x00{t}\x00{i}" for m, t, i in zip(*(items.column(c).to_pylist()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
+from jobs.plane.runners import RAY
 
 BUILD_DIR = "_build"  # under OUT; Parquet readers and the release publisher skip it
 PARSED = "parsed"
@@ -180,7 +181,7 @@ def parse_parts(cfg: Mapping[str, Any], source_cfg: Mapping[str, Any], shards: l
 
     stats: dict = {}
     summaries = run_parts(items, index=lambda it: it["shard_no"], digests=digests, store=store, pool=pool,
-                          stats=stats, run_id=new_run_id(), resume=resume, not_isolated=NOT_ISOLATED)
+                          runner=RAY, stats=stats, run_id=new_run_id(), resume=resume, not_isolated=NOT_ISOLATED)
     read = ray.remote(read_shard).options(**at_out)
     refs = [tables[i] if i in tables else read.remote(work.uri, i) for i in range(len(items))]
     documents = sum(int(summaries[i]["documents"]) for i in range(len(items)))

@@ -1,4 +1,5 @@
-"""`tidemark evaluate --api-logprobs none`: a benchmark scored by a model that answers only in text.
+"""A benchmark scored by a model that answers only in text (`tidemark evaluate --api-logprobs none`, whose driver
+is jobs/commands/evaluate_text_only.py, and `tidemark cutoff --api-logprobs none`):
 
     probe (what the server honours) → plan parts → survey (ids, and each part's request plan) → the plan printed
     and checked against --max-requests / --max-tokens → the pool asks each admitted part's requests
@@ -11,100 +12,11 @@ with a raised budget does only the rest.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass
 
-from jobs.kit.log import PhaseClock, log
+from jobs.kit.log import log
+from jobs.kit.text_only import TextOnlyRun
 from scoring.generation.runner import BudgetExceeded
-
-
-def run_text_only(cfg) -> dict:
-    from jobs.kit import identity as ids
-    from jobs.kit.blind_baseline import BlindBaselineJob
-    from jobs.kit.evaluation_files import write_outputs
-    from jobs.kit.redact import redact
-    from jobs.kit.report_out import command_line
-    from jobs.kit.runtime import start_driver
-    from jobs.plane.part_store import read_parts
-    from jobs.plane.survey import survey_json
-    from scoring.stats.evaluation import compute_metrics
-
-    t0 = time.perf_counter()
-    dest, out = ids.open_output(cfg.out, clear=False)
-    phases = PhaseClock()
-    methods = text_only_methods(cfg)
-    setup = TextOnlySetup.probe(cfg, methods)
-    job_fp = setup.fingerprint(cfg, methods, _input_identity(cfg))
-    done = ids.completed_result(dest, job_fp, out) if cfg.resume else None
-    if done is not None:
-        log(f"{dest.uri} already holds this job's complete output (_SUCCESS); nothing to generate")
-        if cfg.trace_index:
-            done["trace"] = trace_generations(cfg, dest)
-        return done
-    dest.clear_complete()
-    start_driver()
-    phases.lap("probe and Ray start-up")
-    blind = {}
-
-    def start_blind() -> None:  # once the budget admits every part: the blind baseline needs no model
-        blind["job"] = BlindBaselineJob.from_source(
-            {"benchmark": str(cfg.benchmark), "requester_pays": cfg.requester_pays, "rows_per_part": cfg.shard_size,
-             "prefix_ids": [], "cap": cfg.blind_sample}, cfg.seed, cfg.benchmark)
-
-    try:
-        gen = generate_benchmark(cfg, setup, methods, str(cfg.benchmark), dest, job_fp, phases,
-                                 requester_pays=cfg.requester_pays, on_admitted=start_blind)
-    except BaseException:
-        if "job" in blind:
-            blind["job"].close()
-        raise
-    if "dry_run" in gen:
-        return dry_run_report(out, gen["dry_run"], setup.model, methods, phases)
-    run, survey = gen["run"], gen["survey"]
-    phases.lap("generate, score and write (workers)")
-    ledger, stats = run["ledger"], run["stats"]
-    counts = {"in": ledger.rows_in, "scored": ledger.rows_out, "quarantined": ledger.quarantined, "recall_prefix": 0}
-    scores = read_parts(dest, "scores.parquet", ["id", "label", "bucket", "in_eval", *[m.column for m in methods]])
-    if scores is None or not scores.num_rows:
-        raise RuntimeError(f"no row could be scored; see {dest.child('quarantine.parquet')}")
-    metrics = compute_metrics(scores, methods, seed=cfg.seed, n_bootstrap=cfg.n_bootstrap, calibrate=cfg.calibrate,
-                              counts=counts)
-    phases.lap("metrics")
-    traced = trace_generations(cfg, dest) if cfg.trace_index else None
-    if traced:
-        phases.lap("trace (workers)")
-    blind_res = blind["job"].result_excluding(set(run["quarantined_ids"]))
-    phases.lap("blind baseline (waiting for it)")
-    from jobs.kit.text_only_report import examples, set_test, write_blind
-
-    write_blind(out, blind_res)
-    run_info = redact({"benchmark": str(cfg.benchmark), "model": cfg.model, "config": asdict(cfg), "counts": counts,
-                       "ledger": ledger.to_dict(), "mode": "text-only", "seconds": round(time.perf_counter() - t0, 2),
-                       "parts": stats, "survey": survey_json(survey), "fingerprint": job_fp,
-                       "blind_baseline": blind_res["source"] if blind_res else None,
-                       "blind_baseline_sample": (blind_res or {}).get("sample"), "phases_s": phases.laps,
-                       "served_model": setup.served_record(), "generation": generation_record(setup, gen),
-                       "set_test": set_test(scores, cfg.set_test, methods),
-                       "examples": examples(dest, scores, methods), "trace": traced, "command": command_line()})
-    report = write_outputs(out, scores, metrics, methods, run_info, blind_res["auc"] if blind_res else None,
-                           write_scores=False)
-    phases.lap("report and plots")
-    ids.publish(dest, out, {"job": "evaluate", "fingerprint": job_fp, "counts": counts, "run_id": run["run_id"]})
-    return {"report": str(report), "metrics": metrics, "counts": counts, "seconds": run_info["seconds"],
-            "blind": blind_res["auc"] if blind_res else None, "phases_s": phases.laps, "trace": traced}
-
-
-def trace_generations(cfg, dest) -> dict:
-    """`tidemark trace` of this run's generated samples against --trace-index, into OUT/trace/ (its own
-    `_SUCCESS`); returns what run.json records of it."""
-    from jobs.commands.trace import TraceConfig, run_trace
-
-    res = run_trace(TraceConfig(index=cfg.trace_index, generations=dest.uri, out=dest.child("trace"),
-                                runner="ray", progress=cfg.progress))
-    s = res["summary"]
-    return {"index": cfg.trace_index, "out": "trace/", "texts": s["counts"]["traced"],
-            "texts_with_span": s["summary"]["texts_with_span"], "spans": s["summary"]["spans"],
-            "min_words": s["settings"]["min_words"], "seconds": s["seconds"]}
 
 
 @dataclass(frozen=True)
@@ -120,22 +32,22 @@ class TextOnlySetup:
     paraphrases: str | None
 
     @classmethod
-    def probe(cls, cfg, methods) -> "TextOnlySetup":
+    def probe(cls, opts: TextOnlyRun, methods) -> "TextOnlySetup":
         from jobs.kit.text_only import check_methods, text_only_model
         from scoring.generation.prompts import load_prompts
         from scoring.generation.scores import kinds_of
 
-        model = text_only_model(cfg)
+        model = text_only_model(opts)
         check_methods(methods, model)
-        prompts = load_prompts(cfg.prompts)
+        prompts = load_prompts(opts.prompts)
         log(f"server: {model.api.base}/{model.endpoint} honours n={model.probe.get('n')}, seed="
             f"{model.probe.get('seed_accepted')} (reproducible: {model.probe.get('seed_reproducible')}), top_p="
             f"{model.probe.get('top_p')}, stop={model.probe.get('stop')}, generated-token logprobs="
             f"{model.probe.get('generated_logprobs')}")
-        return cls(model, prompts, model.settings(cfg, prompts), tuple(kinds_of(methods)),
-                   cfg.decop_paraphrases not in (None, "served"), cfg.decop_paraphrases)
+        return cls(model, prompts, model.settings(opts, prompts), tuple(kinds_of(methods)),
+                   opts.decop_paraphrases not in (None, "served"), opts.decop_paraphrases)
 
-    def fingerprint(self, cfg, methods, input_identity) -> str:
+    def fingerprint(self, methods, input_identity) -> str:
         """What a part's generations and scores depend on (the job's identity and the part store's)."""
         from jobs.kit import identity as ids
 
@@ -149,44 +61,63 @@ class TextOnlySetup:
                 "concurrency_per_actor": m.api.concurrency}
 
 
-def generate_benchmark(cfg, setup: TextOnlySetup, methods, benchmark: str, dest, job_fp: str, phases, *,
-                       requester_pays: bool = False, on_admitted=None) -> dict:
-    """Plan `benchmark`'s parts, survey them (ids and each part's request plan), print the plan, hold it against
-    --max-requests / --max-tokens, and generate, score and write every part the budget admits (evaluate's text-only
-    run and `tidemark cutoff --api-logprobs none` share it). Returns {"run", "survey", "plan"}, or {"dry_run": plan}
-    with --dry-run; raises BudgetExceeded, after saving the parts that fit, when the budget does not cover them all.
-    `on_admitted()` runs once every part is admitted, before the generation starts."""
+@dataclass
+class GenerationPlan:
+    """A text-only run's parts after the survey: each part's request plan, which are done, which the budget admits."""
+
+    survey: object  # jobs.plane.survey.Survey
+    store: object  # jobs.plane.part_store.PartStore
+    finished: set
+    pending: list
+    admitted: list
+    left: dict  # the plan of the parts left
+    whole: dict  # the plan of every part
+
+    @property
+    def all_admitted(self) -> bool:
+        return len(self.admitted) == len(self.pending)
+
+
+def plan_generation(opts: TextOnlyRun, setup: TextOnlySetup, benchmark: str, dest, job_fp: str, phases, *, runner,
+                    requester_pays: bool = False) -> GenerationPlan:
+    """Plan `benchmark`'s parts, survey them on `runner` (ids and each part's request plan), print the plan and hold
+    it against --max-requests / --max-tokens."""
     from jobs.parts.generation_parts import GEN_PART_DIRS, RequestPlanner
     from jobs.parts.benchmark_parts import plan_parts
     from jobs.plane.part_store import PartStore
     from jobs.plane.survey import run_survey
     from scoring.generation import plan as planning
 
-    parts = plan_parts(benchmark, cfg.shard_size, requester_pays)
-    planner = RequestPlanner(setup.kinds, setup.settings, cfg.tokenizer, setup.local_paraphrases)
-    survey = run_survey(parts, count_tokens_of=None, prefix_shots=0, seed=cfg.seed, progress=cfg.progress,
-                        planner=planner)
+    parts = plan_parts(benchmark, opts.shard_size, requester_pays)
+    planner = RequestPlanner(setup.kinds, setup.settings, opts.tokenizer, setup.local_paraphrases)
+    survey = run_survey(parts, count_tokens_of=None, prefix_shots=0, seed=opts.seed, progress=opts.progress,
+                        runner=runner, planner=planner)
     store = PartStore(dest, job_fp, GEN_PART_DIRS)
-    finished = {p.index for p in survey.parts if cfg.resume and store.marker(p.index, survey.digests[p.index])}
+    finished = {p.index for p in survey.parts if opts.resume and store.marker(p.index, survey.digests[p.index])}
     pending = [(p.index, survey.plans[p.index]) for p in survey.parts if p.index not in finished]
-    admitted, _, left = planning.admit(pending, cfg.max_requests, cfg.max_tokens)
-    whole = planning.combine(survey.plans.values())
+    admitted, _, left = planning.admit(pending, opts.max_requests, opts.max_tokens)
     log(f"plan: {planning.describe(left)}" + (f" for the {len(pending)} part(s) left ({len(finished)} already done)"
                                              if finished else ""))
     phases.lap("survey and plan")
-    if cfg.dry_run:
-        return {"dry_run": left}
-    if len(admitted) < len(pending):  # generate what fits, save it, and stop before the limit
-        if admitted:
-            _generate(cfg, setup, methods, survey, store, finished | set(admitted), dest)
+    return GenerationPlan(survey, store, finished, pending, admitted, left, planning.combine(survey.plans.values()))
+
+
+def generate_planned(opts: TextOnlyRun, setup: TextOnlySetup, methods, plan: GenerationPlan, dest, *,
+                     runner) -> dict:
+    """Generate, score and write every part the budget admits; returns {"run", "survey", "plan"}. Raises
+    BudgetExceeded, after saving the parts that fit, when the budget does not cover them all."""
+    from scoring.generation import plan as planning
+
+    survey = plan.survey
+    if not plan.all_admitted:  # generate what fits, save it, and stop before the limit
+        if plan.admitted:
+            _generate(opts, setup, methods, survey, plan.store, plan.finished | set(plan.admitted), dest, runner)
         raise BudgetExceeded(
-            f"budget: the plan for the parts left is {planning.describe(left)}; {_limits(cfg)} covers "
-            f"{len(admitted)} of {len(pending)} part(s), which were generated and saved; "
-            f"{planning.describe(combine_left(pending, admitted))} remain: rerun with a limit that covers them "
-            "(saved parts and answers are not paid again)")
-    if on_admitted:
-        on_admitted()
-    run = _generate(cfg, setup, methods, survey, store, {p.index for p in survey.parts}, dest)
+            f"budget: the plan for the parts left is {planning.describe(plan.left)}; {_limits(opts)} covers "
+            f"{len(plan.admitted)} of {len(plan.pending)} part(s), which were generated and saved; "
+            f"{planning.describe(combine_left(plan.pending, plan.admitted))} remain: rerun with a limit that covers "
+            "them (saved parts and answers are not paid again)")
+    run = _generate(opts, setup, methods, survey, plan.store, {p.index for p in survey.parts}, dest, runner)
     ledger = run["ledger"]
     ledger.check("evaluate (text-only)")
     if ledger.rows_in != survey.n_good + survey.n_bad:
@@ -194,7 +125,18 @@ def generate_benchmark(cfg, setup: TextOnlySetup, methods, benchmark: str, dest,
 
         raise ReconcileError(f"the parts account for {ledger.rows_in} rows; the survey read "
                              f"{survey.n_good + survey.n_bad}")
-    return {"run": run, "survey": survey, "plan": whole}
+    return {"run": run, "survey": survey, "plan": plan.whole}
+
+
+def generate_benchmark(opts: TextOnlyRun, setup: TextOnlySetup, methods, benchmark: str, dest, job_fp: str,
+                       phases, *, runner, requester_pays: bool = False) -> dict:
+    """`plan_generation` then `generate_planned` (evaluate's text-only run and `tidemark cutoff --api-logprobs none`
+    share them). Returns {"run", "survey", "plan"}, or {"dry_run": plan} with --dry-run."""
+    plan = plan_generation(opts, setup, benchmark, dest, job_fp, phases, runner=runner,
+                           requester_pays=requester_pays)
+    if opts.dry_run:
+        return {"dry_run": plan.left}
+    return generate_planned(opts, setup, methods, plan, dest, runner=runner)
 
 
 def generation_record(setup: TextOnlySetup, gen: dict) -> dict:
@@ -208,7 +150,7 @@ def generation_record(setup: TextOnlySetup, gen: dict) -> dict:
             "decop_paraphrases": setup.paraphrases, "journal": "_requests/"}
 
 
-def text_only_methods(cfg) -> list:
+def text_only_methods(spec: str, set_test: str | None) -> list:
     """--methods of a text-only run (`all`: every generation detector); a log-probability detector named here, or a
     --set-test column that is not among them, is refused by name before anything is sent."""
     import typer
@@ -217,15 +159,15 @@ def text_only_methods(cfg) -> list:
     from scoring.stats.set_test import resolve_column
 
     try:
-        methods = parse_methods(cfg.methods, input="generations")
-        if cfg.set_test:
-            resolve_column(cfg.set_test, methods)
+        methods = parse_methods(spec, input="generations")
+        if set_test:
+            resolve_column(set_test, methods)
     except (InputError, ValueError) as exc:
         raise typer.BadParameter(str(exc)) from None
     return methods
 
 
-def _generate(cfg, setup: TextOnlySetup, methods, survey, store, work_ids: set, dest) -> dict:
+def _generate(opts: TextOnlyRun, setup: TextOnlySetup, methods, survey, store, work_ids: set, dest, runner) -> dict:
     """The part loop over the parts that are done or admitted; returns the ledger, stats and what the report
     needs from the part summaries."""
     from dataclasses import asdict as as_dict
@@ -235,14 +177,14 @@ def _generate(cfg, setup: TextOnlySetup, methods, survey, store, work_ids: set, 
     from jobs.parts.generation_parts import generation_stages
     from jobs.plane.part_loop import add_api_stats, run_parts
     from jobs.plane.part_store import read_parts
-    from jobs.plane.scoring_pool import ModelBranch, ScoringSpec, part_items, run_pipeline
+    from jobs.plane.scoring_pool import ModelBranch, ScoringSpec, part_items
     from jobs.plane.tasks import hooks_from_env
 
     model = setup.model
-    spec = ScoringSpec((ModelBranch(cfg.model, (), api=model.api.to_dict()),), actors=cfg.actors,
-                       hooks=hooks_from_env(), stall_timeout_s=cfg.stall_timeout)
+    spec = ScoringSpec((ModelBranch(opts.model, (), api=model.api.to_dict()),), actors=opts.actors,
+                       hooks=hooks_from_env(), stall_timeout_s=opts.stall_timeout)
     generation = {"api": model.api_dict(), "chat": model.chat, "settings": as_dict(setup.settings),
-                  "kinds": list(setup.kinds), "tokenizer": cfg.tokenizer, "paraphrases": setup.paraphrases,
+                  "kinds": list(setup.kinds), "tokenizer": opts.tokenizer, "paraphrases": setup.paraphrases,
                   "caps": {i: p["requests"] for i, p in survey.plans.items()}}
     stages = generation_stages(spec, {"dest": dest.uri, "methods": list(methods)}, generation)
     stats = {"parts": len(survey.parts), "reused": 0, "scored": 0, "streamed": 0, "detect_write_s": 0.0}
@@ -255,8 +197,8 @@ def _generate(cfg, setup: TextOnlySetup, methods, survey, store, work_ids: set, 
         add_api_stats(stats, summary)
 
     summaries = run_parts(work, index=lambda w: w[0].index, digests=survey.digests, store=store,
-                          pool=lambda items: run_pipeline(spec, part_items(items), stages, cfg.progress),
-                          stats=stats, run_id=run_id, resume=cfg.resume, on_commit=on_commit,
+                          pool=lambda items: runner.pipeline(spec, part_items(items), stages, opts.progress),
+                          runner=runner, stats=stats, run_id=run_id, resume=opts.resume, on_commit=on_commit,
                           not_isolated="a text-only part quarantines a row whose requests fail in the part itself")
     ledger = Ledger.of_parts(summaries, rows_in="rows_in", rows_out="scored", what="part")
     not_scored: dict = {}
@@ -284,16 +226,10 @@ def combine_left(pending, admitted) -> dict:
     return combine(p for i, p in pending if i not in chosen)
 
 
-def _limits(cfg) -> str:
-    limits = [f"--max-requests {cfg.max_requests:,}" if cfg.max_requests is not None else "",
-              f"--max-tokens {cfg.max_tokens:,}" if cfg.max_tokens is not None else ""]
+def _limits(opts: TextOnlyRun) -> str:
+    limits = [f"--max-requests {opts.max_requests:,}" if opts.max_requests is not None else "",
+              f"--max-tokens {opts.max_tokens:,}" if opts.max_tokens is not None else ""]
     return " and ".join(x for x in limits if x)
-
-
-def _input_identity(cfg) -> list:
-    from jobs.parts.benchmark_parts import input_identity
-
-    return input_identity(cfg.benchmark, cfg.requester_pays)
 
 
 def dry_run_report(out, plan, model, methods, phases) -> dict:

@@ -1,6 +1,6 @@
 """`tidemark trace` on the index's parts: two rounds of tasks, each a batch of texts against one index part
-(a directory of shards, as `index-corpus` wrote it), through jobs/plane/task_map (Ray tasks, or this process on
-the local plane).
+(a directory of shards, as `index-corpus` wrote it), as tasks on the job's runner (jobs/plane/runners.py: Ray
+tasks, or this process).
 
     round 1 (longest): per text and word, the longest run of words from there that occurs in this part (every
             start of every text in the batch searched at once: jobs/parts/index_search.py), and each word's count
@@ -86,13 +86,11 @@ def hits_in_part(shared: dict, part: str, batch: int) -> dict:
     return {"part": part, "batch": batch, "spans": out}
 
 
-def run_rounds(fn, idx: str, parts: Sequence[str], n_batches: int, payload: dict, *, desc: str,
+def run_rounds(fn, idx: str, parts: Sequence[str], n_batches: int, payload: dict, *, runner, desc: str,
                progress: bool) -> Iterator[dict]:
-    """fn(shared, part, batch) for every (part, batch) as a task; results as they finish."""
-    from jobs.plane.task_map import task_map
-
+    """fn(shared, part, batch) for every (part, batch) as a task on `runner`; results as they finish."""
     calls = [{"part": p, "batch": b} for b in range(n_batches) for p in parts]
-    yield from task_map(fn, calls, {"index": idx, **payload}, desc=desc, progress=progress, num_cpus=TASK_CPUS)
+    yield from runner.map(fn, calls, {"index": idx, **payload}, desc=desc, progress=progress, num_cpus=TASK_CPUS)
 
 
 def batched(items: list, size: int) -> list[list]:

@@ -43,10 +43,11 @@ class TraceSettings:
     chunk_texts: int = 2000  # texts traced, merged and written at a time: the driver holds one chunk's snippets
 
 
-def trace(rows: list[dict], idx: str, local, meta: dict, s: TraceSettings, *, progress: bool = True
+def trace(rows: list[dict], idx: str, local, meta: dict, s: TraceSettings, *, runner, progress: bool = True
           ) -> tuple[pa.Table, pa.Table, dict]:
     """(spans, documents, statistics) for the texts `rows` ({"id", "text"}), all in memory (one text, tests)."""
-    chunks = [c[1:] for c in trace_chunks(_chunked(rows, s.chunk_texts), idx, local, meta, s, progress=progress)]
+    chunks = [c[1:] for c in trace_chunks(_chunked(rows, s.chunk_texts), idx, local, meta, s, runner=runner,
+                                           progress=progress)]
     spans = pa.concat_tables([c[0] for c in chunks]) if chunks else SPANS_SCHEMA.empty_table()
     docs = pa.concat_tables([c[1] for c in chunks]) if chunks else DOCUMENTS_SCHEMA.empty_table()
     stats = {"texts": len(rows), "words": sum(c[2]["words"] for c in chunks), "spans": spans.num_rows,
@@ -59,10 +60,10 @@ def _chunked(rows: list[dict], size: int) -> Iterator[list[dict]]:
         yield rows[c:c + size]
 
 
-def trace_chunks(chunks: Iterable[list[dict]], idx: str, local, meta: dict, s: TraceSettings, *,
+def trace_chunks(chunks: Iterable[list[dict]], idx: str, local, meta: dict, s: TraceSettings, *, runner,
                  progress: bool = True) -> Iterator[tuple[list[dict], pa.Table, pa.Table, dict]]:
     """Per chunk of texts, in input order: (its rows, spans, documents, statistics); a progress bar over the
-    texts."""
+    texts. The rounds run as tasks on `runner` (jobs/plane/runners.py)."""
     from tqdm import tqdm
 
     from jobs.parts.index_reader import part_dirs
@@ -73,11 +74,11 @@ def trace_chunks(chunks: Iterable[list[dict]], idx: str, local, meta: dict, s: T
     total = max(1, int(meta["counts"]["tokens"]) - int(meta["counts"]["documents"]))  # less a separator a document
     with tqdm(desc="trace", unit="text", disable=not progress) as bar:
         for chunk in chunks:
-            yield (chunk, *_trace_chunk(chunk, idx, parts, total, s))
+            yield (chunk, *_trace_chunk(chunk, idx, parts, total, s, runner))
             bar.update(len(chunk))
 
 
-def _trace_chunk(rows: list[dict], idx: str, parts: list[str], total: int, s: TraceSettings
+def _trace_chunk(rows: list[dict], idx: str, parts: list[str], total: int, s: TraceSettings, runner
                  ) -> tuple[pa.Table, pa.Table, dict]:
     from jobs.parts.trace_index import batched, hits_in_part, longest_in_part, run_rounds, text_word_ids
     from scoring.trace.spans import kept_spans
@@ -86,8 +87,8 @@ def _trace_chunk(rows: list[dict], idx: str, parts: list[str], total: int, s: Tr
     batches = batched(ids, s.batch_texts)
     longest = [np.zeros(a.size, dtype=np.int64) for a in ids]
     unigrams = [np.zeros(a.size, dtype=np.int64) for a in ids]
-    for res in run_rounds(longest_in_part, idx, parts, len(batches), {"batches": batches}, desc="trace: spans",
-                          progress=False):
+    for res in run_rounds(longest_in_part, idx, parts, len(batches), {"batches": batches}, runner=runner,
+                          desc="trace: spans", progress=False):
         base = res["batch"] * s.batch_texts
         for k, (lg, ug) in enumerate(zip(res["longest"], res["unigrams"])):
             np.maximum(longest[base + k], lg, out=longest[base + k])
@@ -99,7 +100,8 @@ def _trace_chunk(rows: list[dict], idx: str, parts: list[str], total: int, s: Tr
     hits: list[dict[str, list]] = [{} for _ in flat]
     for res in run_rounds(hits_in_part, idx, parts, len(span_batches) if flat else 0,
                           {"span_batches": span_batches, "docs_per_span": s.docs_per_span,
-                           "context_words": s.context_words}, desc="trace: documents", progress=False):
+                           "context_words": s.context_words}, runner=runner, desc="trace: documents",
+                          progress=False):
         base = res["batch"] * s.batch_spans
         for k, (cnt, occ) in enumerate(res["spans"]):
             counts[base + k] += cnt

@@ -22,7 +22,6 @@ import json
 import os
 import sys
 import threading
-from contextlib import contextmanager
 from typing import Iterator, Sequence
 
 RUNNERS = ("auto", "ray", "local")
@@ -31,25 +30,6 @@ RUNNERS = ("auto", "ray", "local")
 # small share, and worth paying for what only worker processes give (a row that crashes its process is isolated and
 # quarantined instead of ending the job; a node can join).
 LOCAL_MAX_BYTES = 8 * 2**20
-
-_local = False  # set by `local_plane` for the duration of a job's plane (one job at a time per driver)
-
-
-def is_local() -> bool:
-    """Whether the plane's work runs in this process (jobs/plane: survey, pool, replanning, isolation)."""
-    return _local
-
-
-@contextmanager
-def local_plane(on: bool = True):
-    """Run the plane's calls inside this block in this process (`on`) or on Ray."""
-    global _local
-    before, _local = _local, bool(on)
-    try:
-        yield
-    finally:
-        _local = before
-
 
 def choose_runner(runner: str, input_bytes: int | None, *, hooks: dict, actors: int, gpus_per_actor: float,
                   environ=None, ray_running: bool | None = None) -> tuple[str, str]:

@@ -24,10 +24,9 @@ from curation.io.ledger import ReconcileError, Ledger
 from jobs.plane.part_store import PartStore
 from jobs.plane.survey import (context_pool, labelled_prefix_texts, prefix_text as read_prefix, run_survey,
                                survey_json)
-from jobs.plane.watch import StalledPool, replanning
-from jobs.plane.pool_sizing import cluster_cpus, cluster_memory, pool_actors
-from jobs.plane.scoring_pool import (PartFinisher, PrepareParts, ScoringSpec, benchmark_stages, from_ipc, part_items,
-                                     run_pipeline)
+from jobs.plane.runners import Runner
+from jobs.plane.watch import StalledPool
+from jobs.plane.scoring_pool import PartFinisher, PrepareParts, ScoringSpec, benchmark_stages, from_ipc, part_items
 from curation.io.outputs import Location, new_run_id
 from scoring.lm.views import labelled_prefix_view, parse_labelled_prefix_view
 from scoring.api.client import ApiFatal, api_fatal_reason
@@ -54,22 +53,33 @@ class PartRun:
     pool_ids: list[str] = field(default_factory=list)  # CoDeC's context pool
 
 
-def score_benchmark(*, benchmark: str, requester_pays: bool, rows_per_part: int, dest: Location,
-                    spec_for: Callable[[str | None], ScoringSpec], methods: Sequence, seed: int,
-                    prefix_shots: int = 0, count_tokens_of: str | None = None, token_freq: np.ndarray | None = None,
-                    fingerprint_for: Callable[..., str], resume: bool = True, progress: bool = True,
-                    on_planned: Callable[[list[str]], None] | None = None, pool_size: int = 0) -> PartRun:
-    """`spec_for(prefix_text)` builds the pool's spec once the prefix is known; `fingerprint_for(prefix_text,
-    prefix_ids, token_freq)` names everything that changes a part's outputs. Detectors that read Con-ReCall's
-    labelled prefixes or CoDeC's context pool (`pool_size` rows) get them chosen by the survey, the same rows however
-    the job is cut into parts."""
+@dataclass
+class BenchmarkPlan:
+    """A benchmark's parts after the survey: what every part's scoring shares (the ReCaLL prefix, Con-ReCall's
+    labelled prefixes, CoDeC's context pool, DC-PDD's token counts), chosen the same however the job is cut."""
+
+    survey: object  # jobs.plane.survey.Survey
+    prefix_text: str | None
+    recall_ids: list[str]
+    prefix_ids: list[str]  # every row scored but not evaluated (the prefixes')
+    prefixes: tuple
+    labelled_ids: dict
+    contexts: list
+    token_freq: np.ndarray | None
+
+
+def plan_benchmark(*, benchmark: str, requester_pays: bool, rows_per_part: int, methods: Sequence, seed: int,
+                   runner: Runner, prefix_shots: int = 0, count_tokens_of: str | None = None,
+                   token_freq: np.ndarray | None = None, progress: bool = True, pool_size: int = 0) -> BenchmarkPlan:
+    """Cut the benchmark into parts and survey them (ids, prefixes, token counts) on `runner`. Detectors that read
+    Con-ReCall's labelled prefixes or CoDeC's context pool (`pool_size` rows) get them chosen by the survey."""
     parts = plan_parts(benchmark, rows_per_part, requester_pays)
     labelled = sorted({parse_labelled_prefix_view(v)[1] for m in methods for v in m.needs if v.startswith("prefixed:")})
     if len(labelled) > 1:
         raise ValueError(f"one Con-ReCall prefix size per run: shots {labelled} were asked")
     codec = any(v.startswith("codec:") for m in methods for v in m.needs)
     survey = run_survey(parts, count_tokens_of=None if token_freq is not None else count_tokens_of,
-                        prefix_shots=prefix_shots, seed=seed, progress=progress,
+                        prefix_shots=prefix_shots, seed=seed, progress=progress, runner=runner,
                         labelled_shots=labelled[0] if labelled else 0, pool_size=pool_size if codec else 0)
     text, recall_ids = read_prefix(survey)
     prefix_ids = list(recall_ids)
@@ -77,17 +87,24 @@ def score_benchmark(*, benchmark: str, requester_pays: bool, rows_per_part: int,
     prefixes = tuple((labelled_prefix_view(label, labelled[0]), t) for label, (t, _) in sorted(named.items()))
     labelled_ids = {label: ids for label, (_, ids) in named.items()}
     prefix_ids = sorted(set(prefix_ids).union(*labelled_ids.values())) if labelled_ids else prefix_ids
-    if on_planned:
-        on_planned(prefix_ids)
     if token_freq is None and count_tokens_of:
         token_freq = survey.token_counts
-    contexts = context_pool(survey)
-    spec = replace(spec_for(text), prefixes=prefixes, context_pool=contexts)
-    store = PartStore(dest, fingerprint_for(text, prefix_ids, token_freq))
+    return BenchmarkPlan(survey, text, list(recall_ids), prefix_ids, prefixes, labelled_ids, context_pool(survey),
+                         token_freq)
+
+
+def score_planned(plan: BenchmarkPlan, *, dest: Location, spec: ScoringSpec, methods: Sequence, fingerprint: str,
+                  runner: Runner, resume: bool = True, progress: bool = True) -> PartRun:
+    """Score, detect and write every part of a surveyed benchmark on `runner`'s pool (reusing committed parts whose
+    marker holds `fingerprint`: everything that changes a part's outputs). `spec` is the pool's without the
+    plan's prefixes, which are added here."""
+    survey = plan.survey
+    spec = replace(spec, prefix_text=plan.prefix_text, prefixes=plan.prefixes, context_pool=plan.contexts)
+    store = PartStore(dest, fingerprint)
     stats = {"parts": len(survey.parts), "reused": 0, "scored": 0, "streamed": 0, "isolated": 0,
              "rows_worker_failed": 0, "pipeline_failures": 0, "replans": 0, "nodes_lost": 0,
              "isolated_batch_failures": 0, "detect_write_s": 0.0}
-    resources = {"token_freq": token_freq} if token_freq is not None and any(
+    resources = {"token_freq": plan.token_freq} if plan.token_freq is not None and any(
         "token_freq" in m.needs for m in methods) else {}
     finish = {"dest": dest.uri, "methods": list(methods), "resources": resources}
 
@@ -98,32 +115,49 @@ def score_benchmark(*, benchmark: str, requester_pays: bool, rows_per_part: int,
         add_api_stats(stats, summary)
 
     def pool(items):
-        return run_pipeline(spec, part_items(items), benchmark_stages(spec, finish, prefix_ids), progress)
+        return runner.pipeline(spec, part_items(items), benchmark_stages(spec, finish, plan.prefix_ids), progress)
 
     def isolate(left, commit):
-        _isolate(spec, left, finish, prefix_ids, commit, stats)
+        _isolate(runner, spec, left, finish, plan.prefix_ids, commit, stats)
 
     work = [(p, survey.drops.get(p.index, [])) for p in survey.parts]
     run_id = new_run_id()
     summaries = run_parts(work, index=lambda w: w[0].index, digests=survey.digests, store=store, pool=pool,
-                          stats=stats, run_id=run_id, resume=resume, on_commit=on_commit, isolate=isolate)
+                          runner=runner, stats=stats, run_id=run_id, resume=resume, on_commit=on_commit,
+                          isolate=isolate)
     ledger = Ledger.of_parts(summaries, rows_in="rows_in", rows_out="scored", what="part")
     if ledger.rows_in != survey.n_good + survey.n_bad:
         raise ReconcileError(f"the parts account for {ledger.rows_in} rows; the survey read "
                               f"{survey.n_good + survey.n_bad}")
-    return PartRun(ledger, stats, run_id, prefix_ids, token_freq, survey_json(survey), labelled_prefix_ids=labelled_ids,
-                   recall_prefix_ids=list(recall_ids), pool_ids=[rid for rid, _ in contexts])
+    return PartRun(ledger, stats, run_id, plan.prefix_ids, plan.token_freq, survey_json(survey),
+                   labelled_prefix_ids=plan.labelled_ids, recall_prefix_ids=plan.recall_ids,
+                   pool_ids=[rid for rid, _ in plan.contexts])
+
+
+def score_benchmark(*, benchmark: str, requester_pays: bool, rows_per_part: int, dest: Location, spec: ScoringSpec,
+                    methods: Sequence, seed: int, runner: Runner, fingerprint_for: Callable[..., str],
+                    prefix_shots: int = 0, count_tokens_of: str | None = None, token_freq: np.ndarray | None = None,
+                    resume: bool = True, progress: bool = True, pool_size: int = 0) -> PartRun:
+    """`plan_benchmark` then `score_planned`, for a job that needs nothing between the two:
+    `fingerprint_for(prefix_text, prefix_ids, token_freq)` names everything that changes a part's outputs."""
+    plan = plan_benchmark(benchmark=benchmark, requester_pays=requester_pays, rows_per_part=rows_per_part,
+                          methods=methods, seed=seed, runner=runner, prefix_shots=prefix_shots,
+                          count_tokens_of=count_tokens_of, token_freq=token_freq, progress=progress,
+                          pool_size=pool_size)
+    return score_planned(plan, dest=dest, spec=spec, methods=methods, runner=runner, resume=resume,
+                         progress=progress, fingerprint=fingerprint_for(plan.prefix_text, plan.prefix_ids,
+                                                                        plan.token_freq))
 
 
 def run_parts(work: Sequence, *, index: Callable[[object], int], digests: dict[int, str], store: PartStore,
-              pool: Callable[[list], Iterable[dict]], stats: dict, run_id: str, resume: bool = True,
+              pool: Callable[[list], Iterable[dict]], runner: Runner, stats: dict, run_id: str, resume: bool = True,
               on_commit: Callable[[dict], None] | None = None,
               isolate: Callable[[list, Callable[[dict], None]], None] | None = None,
               not_isolated: str = "", start: Callable[[], object] | None = None) -> dict[int, dict]:
     """The one part loop of every job that works in parts (evaluate, audit, unlearning-audit, dataset-inference,
     doc-mia, paraphrase, build-benchmark's parse pass). Parts whose marker matches this fingerprint and input are reused (resume); the rest go
-    to `pool` (a pipeline that yields one summary, with `index`, per part as its files land); a lost node's parts
-    go to a new pool on what is alive (jobs/plane/watch.replanning); no part finishing within the stall bound
+    to `pool` (a pipeline that yields one summary, with `index`, per part as its files land); on Ray, a lost
+    node's parts go to a new pool on what is alive (`runner.replanning`); no part finishing within the stall bound
     stops the job with what is saved; a served model that refuses every request stops it too. Any other failure
     of the pipeline hands the parts not committed to `isolate(left, commit)` (row isolation), or, for a kind of
     part that cannot be isolated, re-raises with `not_isolated` (why) appended. `start` (e.g. joining Ray) runs
@@ -153,7 +187,7 @@ def run_parts(work: Sequence, *, index: Callable[[object], int], digests: dict[i
     if start:
         start()
     try:
-        for summary in replanning(pool, pending, lambda w: index(w) in summaries, stats, log):
+        for summary in runner.replanning(pool, pending, lambda w: index(w) in summaries, stats, log):
             commit(summary)
     except (InjectedAbort, ReconcileError):
         raise
@@ -187,18 +221,9 @@ def add_api_stats(stats: dict, summary: dict) -> None:
         total[k] = (GAUGES[k](total[k], v) if k in total else v) if k in GAUGES else round(total.get(k, 0) + v, 6)
 
 
-def _isolate(spec: ScoringSpec, left, finish: dict, prefix_ids, commit, stats: dict) -> None:
+def _isolate(runner: Runner, spec: ScoringSpec, left, finish: dict, prefix_ids, commit, stats: dict) -> None:
     """Parts a failed pipeline did not commit, one at a time, rows isolated (jobs/plane/isolation.py)."""
-    from jobs.plane.isolation import Isolator, LocalIsolator
-    from jobs.plane.local_plane import is_local, local_pool
-
-    if is_local():
-        spec, threads = local_pool(spec)
-        isolator = LocalIsolator(spec, threads)
-    else:
-        cpus = cluster_cpus()
-        spec = pool_actors(spec, cpus, cluster_memory())  # the pipeline's actors and threads
-        isolator = Isolator(spec, cpus, spec.stall_timeout_s)
+    spec, isolator = runner.isolator(spec)
     prepare = PrepareParts(spec, prefix_ids)
     finisher = PartFinisher(spec, **finish)
     try:

@@ -329,17 +329,12 @@ def part_items(parts: Sequence[tuple[PartSpec, list[int]]]) -> list[dict]:
     return [{"part": p.to_json(), "drop": json.dumps(sorted(d))} for p, d in parts]
 
 
-def run_pipeline(spec: ScoringSpec, items: Sequence[dict], stages: PoolStages, progress: bool = True
+def ray_pipeline(spec: ScoringSpec, items: Sequence[dict], stages: PoolStages, progress: bool = True
                  ) -> Iterator[dict]:
-    """Run `items` (one per part) through the pool and yield each part's summary as its files land. Needs a
-    running Ray, unless the plane is local (jobs/plane/local_plane.py). The pools are elastic, sized to what is alive: the CPU stage between 1 and the cluster's CPUs,
-    each model's scorers between 1 and `spec.actors`, so a pool that loses a node's actors goes on with the rest
+    """Run `items` (one per part) through the pool on Ray and yield each part's summary as its files land (the
+    local runner's twin: jobs/plane/local_plane.run_local_pipeline). Needs a running Ray. The pools are elastic,
+    sized to what is alive: the CPU stage between 1 and the cluster's CPUs, each model's scorers between 1 and `spec.actors`, so a pool that loses a node's actors goes on with the rest
     instead of waiting for resources that left. No part finishing for `spec.stall_timeout_s` raises StalledPool."""
-    from jobs.plane.local_plane import is_local, run_local_pipeline
-
-    if is_local():  # no Ray: the same stages, in this process
-        yield from run_local_pipeline(spec, items, stages, progress)
-        return
     import ray
 
     from jobs.plane.watch import capacity_line, watch

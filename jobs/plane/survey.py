@@ -82,18 +82,18 @@ class Survey:
 
 
 def run_survey(parts: Sequence[PartSpec], *, count_tokens_of: str | None, prefix_shots: int, seed: int,
-               progress: bool = True, planner=None, labelled_shots: int = 0, pool_size: int = 0) -> Survey:
-    """Run the survey pass on Ray (or here, on the local plane) and plan from it (see the module docstring). Each part is a plain Ray task, not a
-    Ray Data actor pool: tasks run in Ray's warm worker processes, where a pool first spawned its actors (about two
-    seconds of every job's start-up on 2 cores, for a pass that reads a few rows)."""
+               runner, progress: bool = True, planner=None, labelled_shots: int = 0, pool_size: int = 0) -> Survey:
+    """Run the survey pass on `runner` (jobs/plane/runners.py: Ray, or this process) and plan from it (see the module
+    docstring). On Ray, each part is a plain task, not a Ray Data actor pool: tasks run in Ray's warm worker
+    processes, where a pool first spawned its actors (about two seconds of every job's start-up on 2 cores, for a
+    pass that reads a few rows)."""
     from jobs.plane.scoring_pool import from_ipc
-    from jobs.plane.task_map import task_map
 
     results = {}
     counts = None
     shared = {"count_tokens_of": count_tokens_of, "planner": planner}
-    for r in task_map(survey_part, [{"part": p.to_json()} for p in parts], shared, desc="survey",
-                          progress=progress, num_cpus=0.5):
+    for r in runner.map(survey_part, [{"part": p.to_json()} for p in parts], shared, desc="survey",
+                        progress=progress, num_cpus=0.5):
         results[r["index"]] = r
         if r["vocab"]:
             if counts is None:

@@ -6,16 +6,6 @@ from __future__ import annotations
 from typing import Callable, Iterator, Mapping, Sequence
 
 
-def task_map(fn: Callable, calls: Sequence[Mapping], shared: Mapping, *, desc: str, progress: bool = True,
-             num_cpus: float = 1.0, max_retries: int = 2) -> Iterator:
-    """ray_task_map, or, when the plane runs in this process (jobs/plane/local_plane.py), the same calls here."""
-    from jobs.plane.local_plane import is_local, local_map
-
-    if is_local():
-        return local_map(fn, list(calls), dict(shared), desc=desc, progress=progress)
-    return ray_task_map(fn, calls, shared, desc=desc, progress=progress, num_cpus=num_cpus, max_retries=max_retries)
-
-
 def ray_task_map(fn: Callable, calls: Sequence[Mapping], shared: Mapping, *, desc: str, progress: bool = True,
                  num_cpus: float = 1.0, max_retries: int = 2) -> Iterator:
     """fn(shared, **call) for every call as a Ray task; `shared` goes through the object store once, not once per

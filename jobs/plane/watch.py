@@ -81,11 +81,6 @@ def replanning(run: Callable[[list], Iterable[dict]], work: Sequence, done: Call
     """Yield what `run(work)` yields; when it fails because a node was lost, run again on the items not `done`
     yet (a new pool, sized to the nodes still alive), at most MAX_REPLANS times. Any other error, and a node loss
     past that, propagates. Counts `replans` and `nodes_lost` in `stats`."""
-    from jobs.plane.local_plane import is_local
-
-    if is_local():  # one process, no nodes to lose
-        yield from run(work)
-        return
     work = list(work)
     while work:
         nodes = NodeWatch.start()

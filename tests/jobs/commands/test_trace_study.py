@@ -1,4 +1,4 @@
-"""The trace study, small (jobs/kit/trace_study.QUICK, ~2.5 minutes): a tiny GPT-2 trained 40 times on 10 documents
+"""The trace study, small (bench/trace_study.QUICK, ~2.5 minutes): a tiny GPT-2 trained 40 times on 10 documents
 continues their openings, and `tidemark trace` leads the continuations back to those documents; a control model
 that never read them reproduces no span of theirs past the common-phrase level."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ pytest.importorskip("infini_gram")
 
 
 def test_continuations_are_traced_to_the_documents_the_model_was_trained_on(tmp_path):
-    from jobs.kit.trace_study import QUICK, run_study
+    from bench.trace_study import QUICK, run_study
 
     res = run_study(QUICK, tmp_path)
     target, control = res["target"], res["control"]

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from jobs.parts.dated_rows import META, QUARANTINE, ROWS, run_staging, staging_summary
-from jobs.plane.local_plane import local_plane
+from jobs.plane.runners import LOCAL
 
 LINES = [
     {"id": "a", "text": "first text", "date": "2020-01-15", "source": "se", "group": "g1"},
@@ -29,9 +29,8 @@ def write(tmp_path, lines, extra=b""):
 
 
 def stage(path, dest, rows_per_part=2, months=None):
-    with local_plane():
-        return run_staging(str(path), str(dest), rows_per_part=rows_per_part, requester_pays=False, months=months,
-                           progress=False)
+    return run_staging(str(path), str(dest), rows_per_part=rows_per_part, requester_pays=False, months=months,
+                       runner=LOCAL, progress=False)
 
 
 def test_every_row_is_staged_or_quarantined_with_a_reason(tmp_path):

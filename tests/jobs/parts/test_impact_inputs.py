@@ -12,15 +12,14 @@ import pytest
 
 from jobs.parts.impact_join import label_items, match_source
 from jobs.parts.impact_results import read_results, text_key
-from jobs.plane.local_plane import local_plane
+from jobs.plane.runners import LOCAL
 
 RUN = Path(__file__).resolve().parents[2] / "fixtures" / "lm_eval" / "run"
 SETTINGS = {"metric": None, "filter": None, "input_field": None, "answer_field": None}
 
 
 def read(specs, **settings):
-    with local_plane():
-        return read_results([str(s) for s in specs], {**SETTINGS, **settings}, progress=False)
+    return read_results([str(s) for s in specs], {**SETTINGS, **settings}, runner=LOCAL, progress=False)
 
 
 def lines(model_dir: str, task: str) -> list[dict]:

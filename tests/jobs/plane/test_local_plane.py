@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from evaluate_outputs import assert_accounting, assert_same_outputs
-from jobs.plane.local_plane import LOCAL_MAX_BYTES, choose_runner, is_local, local_input_bytes, local_plane
+from jobs.plane.local_plane import LOCAL_MAX_BYTES, choose_runner, local_input_bytes
 
 METHODS = "loss,min_k,zlib,lowercase"
 SHARD = 5
@@ -40,14 +40,19 @@ def test_auto_is_local_only_when_nothing_asks_for_ray():
         choose_runner("threads", 10, **base)
 
 
-def test_local_plane_is_scoped(tmp_path):
-    assert not is_local()
-    with local_plane():
-        assert is_local()
-        with local_plane(False):
-            assert not is_local()
-        assert is_local()
-    assert not is_local()
+def test_runners_are_objects_a_job_hands_down(tmp_path):
+    from jobs.kit.runtime import start_runner
+    from jobs.plane.runners import LOCAL, RAY, runner_named
+
+    assert runner_named("local") is LOCAL and runner_named("ray") is RAY
+    with pytest.raises(ValueError, match="no runner named"):
+        runner_named("auto")  # settled before it becomes a runner
+    runner, why = start_runner("local", 10, actors=0, gpus_per_actor=0.0)
+    assert runner is LOCAL and why == "--runner local"
+    # the local runner's map and part loop run here, in order, with no Ray
+    assert list(LOCAL.map(lambda shared, x: shared["k"] * x, [{"x": 1}, {"x": 2}], {"k": 3}, desc="t",
+                          progress=False)) == [3, 6]
+    assert list(LOCAL.replanning(lambda work: (w * 2 for w in work), [1, 2], lambda w: False, {}, print)) == [2, 4]
     f = tmp_path / "b.jsonl"
     f.write_text('{"input": "a", "label": 1}\n')
     assert local_input_bytes(str(f)) == f.stat().st_size

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import pytest
 
 from curation.io.outputs import Location
-from jobs.plane import part_loop
 from jobs.plane.part_loop import ABORT_ENV, InjectedAbort, run_parts
 from jobs.plane.part_store import PartStore
+from jobs.plane.runners import LOCAL
 
 
 @dataclass
@@ -18,13 +18,8 @@ class Part:
     index: int
 
 
-def plain_replanning(run, work, done, stats, echo):  # the watch needs Ray; the loop's logic does not
-    yield from run(work)
-
-
 @pytest.fixture
-def loop(tmp_path, monkeypatch):
-    monkeypatch.setattr(part_loop, "replanning", plain_replanning)
+def loop(tmp_path):
     events = []
 
     def go(n=4, pool=None, resume=True, **kw):
@@ -37,7 +32,7 @@ def loop(tmp_path, monkeypatch):
                 yield {"index": p.index, "rows": 1}
 
         return run_parts(parts, index=lambda p: p.index, digests={p.index: f"d{p.index}" for p in parts},
-                         store=store, pool=pool or default_pool, stats={}, run_id="r", resume=resume,
+                         store=store, pool=pool or default_pool, runner=LOCAL, stats={}, run_id="r", resume=resume,
                          start=lambda: events.append(("start",)), **kw)
 
     return go, events
