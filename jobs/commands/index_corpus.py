@@ -29,11 +29,12 @@ class IndexConfig:
     corpus: str = option(help="the corpus: a file, directory, glob or s3:// prefix of jsonl, jsonl.gz, jsonl.zst, "
                          "Parquet or txt files")
     out: str = option(help="the index directory or s3:// prefix (its path may not contain 'table', 'tokenized', "
-                      "'offset', 'metadata' or 'unigram': infini-gram's engine finds its files by those words)")
+                      "'offset', 'metadata' or 'unigram': infini-gram's engine, which can read the index, finds its files "
+                      "by those words)")
     text_field: str = option("text", "the records' text field")
     id_field: str = option("id", "the records' id field; without one, ids are <file>:<line>")
     part_bytes: int = option(1 << 30, "corpus bytes per part (consecutive files grouped; one worker each): the "
-                             "engine searches every shard for every query, so fewer, larger parts answer faster",
+                             "query searches every shard, so fewer, larger parts answer faster",
                              min=1)
     max_shard_tokens: int = option(1 << 28, "tokens per index shard at most (a shard's suffix array is sorted in "
                                    "about 9 bytes of memory per token byte: 1<<28 tokens ~ 9 GB)", min=1024)

@@ -110,15 +110,15 @@ def scan(cfg: OverlapConfig, bench, dest) -> tuple:
 
 def ask_index(cfg: OverlapConfig, bench) -> tuple:
     """The same answers from a corpus index: (Matches, corpus counts from the index, {})."""
-    from jobs.parts.index_query import index_matches
-    from jobs.parts.index_reader import open_index
+    from jobs.parts.index_query import index_matches, index_shards
+    from jobs.parts.index_reader import local_index
 
-    engine, meta = open_index(cfg.index)
+    local, meta = local_index(cfg.index)
     c = meta["counts"]
     counts = {"corpus_files": c["files"], "corpus_bytes": c["bytes"], "corpus_records": c["records"],
               "corpus_documents": c["documents"], "corpus_quarantined": c["quarantined"],
               "corpus_reasons": c["reasons"], "corpus_ngrams": None, "corpus_tokens": c["tokens"]}
-    return index_matches(engine, bench, cfg.max_sources), counts, {}
+    return index_matches(index_shards(local), bench, cfg.max_sources), counts, {}
 
 
 def run_overlap(cfg: OverlapConfig) -> dict:
@@ -181,15 +181,15 @@ def run(cfg: OverlapConfig) -> None:
     if cfg.query is None:
         run_and_print_report(run_overlap, cfg, errors=(FileNotFoundError, RuntimeError, ValueError))
         return
-    from jobs.parts.index_query import span_report
-    from jobs.parts.index_reader import open_index
+    from jobs.parts.index_query import index_shards, span_report
+    from jobs.parts.index_reader import local_index
 
     try:
-        engine, _ = open_index(cfg.index)
+        shards = index_shards(local_index(cfg.index)[0])
     except (FileNotFoundError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    res = span_report(engine, cfg.query, cfg.max_sources)
+    res = span_report(shards, cfg.query, cfg.max_sources)
     typer.echo(f"{res['count']:,} occurrence(s) of the {res['words']}-word span in {cfg.index}")
     for d in res["documents"]:
         typer.echo(f"  {d['id']}  (from word {d['word_offset']})")

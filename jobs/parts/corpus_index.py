@@ -1,8 +1,9 @@
 """`tidemark index-corpus`: a suffix-array index of a corpus's words, in the format of the field's tool, infini-gram
-(Liu et al. 2024; the `infini-gram` package's engine answers the queries: jobs/parts/index_query.py).
+(Liu et al. 2024; its `infini-gram` package's engine can read it). Tidemark's queries are batched binary searches
+of the suffix arrays in numpy (jobs/parts/index_search.py: `overlap --index` and `trace`).
 
     driver: one part per run of consecutive corpus files of about `part_bytes` together (curation/io/
-            corpus_files.py): the engine searches every shard for every query, so fewer, larger shards answer faster
+            corpus_files.py): every query searches every shard, so fewer, larger shards answer faster
     worker (a Ray task per part, through the one part loop: resume, replanning, stall bound): stream the files'
             records, quarantine the bad ones, turn each document into 32-bit word ids (the words of `tidemark
             overlap`: lowercased `\\w+`; scoring/overlap/ngrams.word_ids), and write index shards of at most
@@ -49,10 +50,9 @@ def require_index_packages() -> None:
     """A clear error where the optional index packages are missing (they are the `index` extra)."""
     import importlib.util
 
-    missing = [m for m in ("infini_gram", "pydivsufsort", "bm25s") if importlib.util.find_spec(m) is None]
+    missing = [m for m in ("pydivsufsort", "bm25s") if importlib.util.find_spec(m) is None]
     if missing:
-        raise ValueError(f"{', '.join(missing)} not installed: pip install 'tidemark[index]' (infini-gram's engine and "
-                         "libdivsufsort, bm25s)")
+        raise ValueError(f"{', '.join(missing)} not installed: pip install 'tidemark[index]' (libdivsufsort, bm25s)")
 
 
 def check_index_path(path: str) -> None:

@@ -1,10 +1,10 @@
 """Reading a corpus index (jobs/parts/corpus_index.py), shared by `tidemark overlap --index` and `tidemark trace`:
-the index made local (an s3:// index is copied to a cache once: infini-gram's engine memory-maps its files), the
-engine over some or all of its parts, where an occurrence lies (document, word offset), and the documents' text.
+the index made local (an s3:// index is copied to a cache once: the search memory-maps its files), a part's
+shards searched in batches (jobs/parts/index_search.py), where an occurrence lies (document, word offset), and the
+documents' text.
 
-An occurrence is a rank in a shard's suffix array (what the engine's `find` returns as a segment per shard). Its
-document and the word it starts at are read from the shard's files directly (the table's pointer, the documents'
-byte offsets): the engine's own document call returns a window whose start it does not say.
+An occurrence is a rank in a shard's suffix array. Its document and the word it starts at are read from the
+shard's files directly (the table's pointer, the documents' byte offsets).
 """
 from __future__ import annotations
 
@@ -42,22 +42,6 @@ def part_dirs(local: Path) -> list[str]:
     from jobs.parts.corpus_index import SHARDS
 
     return sorted(str(d) for d in (local / SHARDS).iterdir() if any(d.glob("tokenized.*")))
-
-
-def engine_over(dirs: list[str]):
-    from infini_gram.engine import InfiniGramEngine
-
-    return InfiniGramEngine(index_dir=list(dirs), eos_token_id=0, vocab_size=2**32 - 1, token_dtype="u32",
-                            version=4)
-
-
-def open_index(idx: str):
-    """(the infini-gram engine over every shard, index.json)."""
-    local, meta = local_index(idx)
-    dirs = part_dirs(local)
-    if not dirs:
-        raise ValueError(f"{idx} holds no indexed document")
-    return engine_over(dirs), meta
 
 
 @dataclass(frozen=True)

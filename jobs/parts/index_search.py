@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 CHUNK = 8192  # queries per vectorised search (memory: CHUNK x width x 8 bytes per gathered array)
+META_CACHE = 1 << 17  # documents' metadata kept per shard (a common n-gram's documents are asked for again and again)
 
 
 def _swapped(ids: np.ndarray) -> np.ndarray:
@@ -42,6 +43,8 @@ class ShardSearch:
         self.table = table.reshape(-1, self.ratio)
         self.n = self.table.shape[0]
         self._shifts = (np.arange(self.ratio, dtype=np.uint64) * np.uint64(8))
+        self._meta: dict[int, dict] = {}
+        self._meta_file = None
 
     @cached_property
     def offsets(self) -> np.ndarray:
@@ -137,10 +140,16 @@ class ShardSearch:
         return n, (byte - offsets[n]) // 4 - 1, (ends[n] - offsets[n]) // 4 - 1
 
     def metadata(self, n: int) -> dict:
-        lo = int(self.meta_offsets[n])
-        with open(self.where / f"metadata.{self.k:03d}", "rb") as fh:
-            fh.seek(lo)
-            return json.loads(fh.readline())
+        """The n-th document's metadata line (cached; the file is kept open)."""
+        got = self._meta.get(n)
+        if got is None:
+            if self._meta_file is None:
+                self._meta_file = open(self.where / f"metadata.{self.k:03d}", "rb")
+            if len(self._meta) >= META_CACHE:
+                self._meta.clear()
+            self._meta_file.seek(int(self.meta_offsets[n]))
+            got = self._meta[n] = json.loads(self._meta_file.readline())
+        return got
 
 
 def shard_numbers(part_dir: Path) -> list[int]:

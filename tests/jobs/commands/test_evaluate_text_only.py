@@ -100,7 +100,7 @@ def test_a_finished_job_is_not_paid_twice(full, generation_lm):
 def test_trace_index_traces_a_finished_run_s_samples_without_asking_again(full, generation_lm, tmp_path):
     """--trace-index on a finished run: only the probe is sent; every generated sample is traced or quarantined,
     against an index of the model's training texts (the members)."""
-    pytest.importorskip("infini_gram")
+    pytest.importorskip("pydivsufsort")
     from jobs.commands.index_corpus import IndexConfig, run_index
 
     corpus = tmp_path / "corpus.jsonl"

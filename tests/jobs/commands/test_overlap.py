@@ -144,8 +144,8 @@ def test_an_index_of_the_corpus_gives_the_scan_s_answers(ray_session, study, res
     """`index-corpus` then `overlap --index`: every row's share, longest match, occurrences and documents equal the
     streaming scan's, and the index counts the same documents and quarantined records."""
     from jobs.commands.index_corpus import IndexConfig, run_index
-    from jobs.parts.index_query import span_report
-    from jobs.parts.index_reader import open_index
+    from jobs.parts.index_query import index_shards, span_report
+    from jobs.parts.index_reader import local_index
 
     info = run_index(IndexConfig(corpus=str(study["corpus"]), out=str(tmp_path / "idx"), progress=False))
     scanned = result[0]["counts"]
@@ -154,11 +154,11 @@ def test_an_index_of_the_corpus_gives_the_scan_s_answers(ray_session, study, res
     res = run(study, tmp_path / "via-index", corpus=None, index=str(tmp_path / "idx"))
     assert pq.read_table(tmp_path / "via-index" / "rows.parquet").equals(pq.read_table(result[1] / "rows.parquet"))
     assert res["contamination"] == result[0]["contamination"]
-    engine, _ = open_index(str(tmp_path / "idx"))
+    shards = index_shards(local_index(str(tmp_path / "idx"))[0])
     words = [r for r in study["rows"] if r["id"] == "q5"][0]["question"].split()
-    span = span_report(engine, " ".join(words[2:18]))  # inside the 20 words planted in jsonl-30
-    assert span["count"] == 1 and span["documents"][0]["id"] == "jsonl-30"
-    assert span_report(engine, " ".join(words[10:30]))["count"] == 0  # runs past what was planted
+    span = span_report(shards, " ".join(words[2:18]))  # inside the 20 words planted in jsonl-30
+    assert span["count"] == 1 and span["documents"] == [{"id": "jsonl-30", "word_offset": 202}]
+    assert span_report(shards, " ".join(words[10:30]))["count"] == 0  # runs past what was planted
 
 
 def test_an_index_path_the_engine_would_misread_is_refused(tmp_path):

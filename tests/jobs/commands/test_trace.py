@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-pytest.importorskip("infini_gram")
+pytest.importorskip("pydivsufsort")
 pytest.importorskip("pydivsufsort")
 
 from jobs.commands.index_corpus import IndexConfig, run_index  # noqa: E402
@@ -127,15 +127,20 @@ def test_documents_have_snippets_bm25_ranks_and_the_page_escapes_them(corpus, tm
 
 
 def test_a_traced_document_is_found_by_overlap_for_the_same_span(corpus, tmp_path):
-    from jobs.parts.index_query import span_report
-    from jobs.parts.index_reader import open_index
+    pytest.importorskip("infini_gram")
+    from index_engine import engine, engine_documents
+    from jobs.parts.index_query import index_shards, span_report
+    from jobs.parts.index_reader import local_index
+    from scoring.overlap.ngrams import word_hashes, word_ids, words
 
     res = run_trace(TraceConfig(index=str(corpus["idx"]), text=corpus["rows"][1]["text"], min_words=4,
                                 progress=False))
-    engine, _ = open_index(str(corpus["idx"]))
+    local = local_index(str(corpus["idx"]))[0]
+    shards, eng = index_shards(local), engine(local)
     for s in res["spans"].to_pylist():
-        found = span_report(engine, s["span"], max_sources=50)
-        assert found["count"] == s["count"]
+        found = span_report(shards, s["span"], max_sources=50)
+        assert found["count"] == s["count"] == engine_documents(eng, word_ids(word_hashes(words(s["span"]))).tolist(),
+                                                                 50)[0]
         assert set(s["doc_ids"]) <= {d["id"] for d in found["documents"]}
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 pytestmark = pytest.mark.heavy
-pytest.importorskip("infini_gram")
+pytest.importorskip("pydivsufsort")
 
 
 def test_continuations_are_traced_to_the_documents_the_model_was_trained_on(tmp_path):
