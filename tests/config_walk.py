@@ -158,6 +158,19 @@ def params(node: ast.AST) -> list[str]:
     return [p.arg for p in (*a.posonlyargs, *a.args)]
 
 
+def landing(call: ast.Call, callee: "Func", target: ast.AST, where: int | str) -> str | None:
+    """The callee's parameter that receives the call's argument `where` (a position or a keyword). A method called
+    through an instance or its class has its first parameter (self, cls) filled already; `Class.method(obj, ...)`
+    on a plain method passes self itself."""
+    ps = params(target)
+    if isinstance(where, str):
+        return where if where in ps or target.args.kwonlyargs else None
+    unbound = (ps[:1] == ["self"] and isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name)
+               and call.func.value.id in definitions(callee.module))
+    k = where + (1 if "." in callee.qualname and ps[:1] in (["self"], ["cls"]) and not unbound else 0)
+    return ps[k] if k < len(ps) else None
+
+
 def carries(expr: ast.AST, tracked: set[str]) -> bool:
     """The expression is the config: its name, or `replace(cfg, ...)` / `dataclasses.replace(cfg, ...)`."""
     if isinstance(expr, ast.Name):
@@ -209,12 +222,9 @@ def follow_callback(out: "Walk", todo: list, func: Func, name: str, home: str) -
             continue
         callee = resolve(call, func, node, names)
         target = definitions(callee.module).get(callee.qualname) if callee else None
-        if target is None:
-            continue
-        ps = params(target)
-        for where, _ in handed:
-            p = ps[where] if isinstance(where, int) and where < len(ps) else where
-            if isinstance(p, str):
+        for where, _ in handed if target is not None else ():
+            p = landing(call, callee, target, where)
+            if p:
                 todo.append(("callback", callee, p, home))
 
 
@@ -249,19 +259,12 @@ def walk(module: str, function: str, param: str = "cfg", config_classes: tuple[t
             if handed:
                 callee = resolve(call, func, node, names)
                 target = definitions(callee.module).get(callee.qualname) if callee else None
-                if target is not None:
-                    ps = params(target)
-                    for where, _ in handed:
-                        p = ps[where] if isinstance(where, int) and where < len(ps) else where
-                        if isinstance(p, str):
-                            todo.append(("callback", callee, p, func.module))
-            passed: list[tuple[int | str, bool]] = []
-            for i, arg in enumerate(call.args):
-                if carries(arg, tracked):
-                    passed.append((i, False))
-            for kw in call.keywords:
-                if kw.arg and carries(kw.value, tracked):
-                    passed.append((kw.arg, False))
+                for where, _ in handed if target is not None else ():
+                    p = landing(call, callee, target, where)
+                    if p:
+                        todo.append(("callback", callee, p, func.module))
+            passed: list[int | str] = [i for i, arg in enumerate(call.args) if carries(arg, tracked)]
+            passed += [kw.arg for kw in call.keywords if kw.arg and carries(kw.value, tracked)]
             on_self = (isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name)
                        and call.func.value.id in tracked)
             if not passed and not on_self:
@@ -272,20 +275,8 @@ def walk(module: str, function: str, param: str = "cfg", config_classes: tuple[t
             target = definitions(callee.module).get(callee.qualname)
             if target is None:
                 continue
-            ps = params(target)
-            is_method = "." in callee.qualname and ps[:1] in (["self"], ["cls"])
-            shift = 1 if is_method and not on_self and not (isinstance(call.func, ast.Attribute) and isinstance(
-                call.func.value, ast.Name) and call.func.value.id in definitions(callee.module)
-                and "cls" not in ps[:1]) else 0
             landed = ["self"] if on_self else []
-            for where, _ in passed:
-                if isinstance(where, int):
-                    k = where + (1 if is_method and ps[:1] in (["self"], ["cls"]) else 0)
-                    k = where + shift if is_method else where
-                    if k < len(ps):
-                        landed.append(ps[k])
-                elif where in ps or target.args.kwonlyargs:
-                    landed.append(where)
+            landed += [p for p in (landing(call, callee, target, where) for where in passed) if p]
             for p in landed:
                 edge = (str(func), str(callee))
                 if edge not in out.calls:

@@ -37,8 +37,7 @@ def first_documents(shards: list, segments: list[tuple[int, int]], limit: int, m
     for sh, (lo, hi) in zip(shards, segments):
         if hi <= lo:
             continue
-        n_docs = np.unique(sh.documents(sh.pointers(np.arange(lo, min(hi, lo + max_fetch))))[0])
-        for n in n_docs.tolist():
+        for n in dict.fromkeys(n for n, _, _ in sh.occurrences(lo, min(hi, lo + max_fetch))):
             doc = str(sh.metadata(n)["id"])
             if doc not in out:
                 out.append(doc)
@@ -101,7 +100,6 @@ def span_report(shards: list, text: str, max_sources: int = 10) -> dict:
         lo, hi = int(sh.bounds([ids])[0]), int(sh.bounds([ids], upper=True)[0])
         count += hi - lo
         if hi > lo and len(out) < max_sources:
-            n, offset, _ = sh.documents(sh.pointers(np.arange(lo, min(hi, lo + MAX_FETCH))))
-            for d, o in sorted(zip(n.tolist(), offset.tolist()))[:max_sources - len(out)]:
-                out.append({"id": str(sh.metadata(d)["id"]), "word_offset": int(o)})
+            for d, o, _ in sh.occurrences(lo, min(hi, lo + MAX_FETCH))[:max_sources - len(out)]:
+                out.append({"id": str(sh.metadata(d)["id"]), "word_offset": o})
     return {"words": len(w), "count": count, "documents": out}

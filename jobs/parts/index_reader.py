@@ -95,7 +95,7 @@ class PartReader:
     @staticmethod
     def _documents(sh, lo: int, hi: int, limit: int) -> list[Occurrence]:
         first: dict[int, tuple[int, int]] = {}
-        for n, offset, words in sorted(zip(*(a.tolist() for a in sh.documents(sh.pointers(np.arange(lo, hi)))))):
+        for n, offset, words in sh.occurrences(lo, hi):
             first.setdefault(n, (offset, words))
         out = []
         for n, (offset, words) in list(first.items())[:limit]:

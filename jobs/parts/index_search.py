@@ -139,6 +139,10 @@ class ShardSearch:
         ends = np.append(offsets[1:], self.tokens.size * 4)
         return n, (byte - offsets[n]) // 4 - 1, (ends[n] - offsets[n]) // 4 - 1
 
+    def occurrences(self, lo: int, hi: int) -> list[tuple[int, int, int]]:
+        """The occurrences at ranks [lo, hi) in corpus order: (document ordinal, word offset in it, its words)."""
+        return sorted(zip(*(a.tolist() for a in self.documents(self.pointers(np.arange(lo, hi))))))
+
     def metadata(self, n: int) -> dict:
         """The n-th document's metadata line (cached; the file is kept open)."""
         got = self._meta.get(n)
