@@ -62,8 +62,3 @@ def merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             out.append([s, e])
     return [(s, e) for s, e in out]
-
-
-def covered_words(spans: list[tuple[int, int]]) -> int:
-    """How many of the text's words lie in at least one span."""
-    return sum(e - s for s, e in merged(spans))

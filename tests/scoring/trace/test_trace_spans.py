@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from scoring.trace.ranking import bm25_scores
-from scoring.trace.spans import covered_words, kept_spans, maximal_spans, merged, span_rarity
+from scoring.trace.spans import kept_spans, maximal_spans, merged, span_rarity
 
 def test_maximal_spans_drop_the_spans_inside_longer_ones():
     # corpus "a b c d x a b y c d e", text "q a b c d e b y c d e z": "a b c d" (1-5), "c d e" (3-6), "b y c d e"
@@ -28,7 +28,6 @@ def test_rarity_is_minus_log10_of_the_unigram_probability_and_ranks_rare_spans_f
 
 def test_merged_spans_join_overlaps_for_display():
     assert merged([(6, 10), (1, 5), (8, 11), (11, 12)]) == [(1, 5), (6, 12)]
-    assert covered_words([(6, 10), (1, 5), (8, 11)]) == 9
 
 
 def test_bm25_equals_lucene_s_formula_by_hand():
