@@ -245,3 +245,12 @@ def test_nothing_below_a_command_imports_a_command():
     below = [(m, d) for m, deps in edges.items() if m.startswith(("jobs.parts", "jobs.kit", "jobs.plane"))
              for d in deps if d.startswith("jobs.commands")]
     assert below == []
+
+
+def test_the_plane_and_the_kit_do_not_import_the_parts():
+    """jobs/parts is above jobs/plane and jobs/kit (README "Design"): a part kind plugs into the plane, the plane
+    never reaches up for one (the benchmark rows the survey and the pool read live in jobs/plane)."""
+    edges, _, _ = imports(modules())
+    up = [(m, d) for m, deps in edges.items() if m.startswith(("jobs.kit", "jobs.plane"))
+          for d in deps if d.startswith("jobs.parts")]
+    assert up == []

@@ -127,7 +127,7 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     from jobs.kit import identity as sharding
     from jobs.kit.blind_baseline import BlindBaselineJob
     from jobs.kit.text_only_report import write_blind
-    from jobs.parts.benchmark_parts import input_identity
+    from jobs.plane.benchmark_parts import input_identity
     from jobs.plane.part_loop import plan_benchmark, score_planned
     from jobs.plane.part_store import read_parts
     from jobs.kit.runtime import start_runner

@@ -27,7 +27,7 @@ def run_text_only(cfg) -> dict:
     from jobs.kit.runtime import start_driver
     from jobs.kit.text_only import TextOnlyRun
     from jobs.kit.text_only_report import examples, set_test, write_blind
-    from jobs.parts.benchmark_parts import input_identity
+    from jobs.plane.benchmark_parts import input_identity
     from jobs.parts.text_only_evaluation import (TextOnlySetup, dry_run_report, generate_planned, generation_record,
                                                  plan_generation, text_only_methods)
     from jobs.plane.part_store import read_parts

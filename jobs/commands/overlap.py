@@ -77,7 +77,7 @@ def checked(**options) -> OverlapConfig:
 def read_rows(cfg: OverlapConfig) -> tuple[list[dict], list[dict]]:
     """The benchmark's rows and its quarantine (a local copy first for s3://)."""
     from curation.io.outputs import local_copy
-    from jobs.parts.benchmark_reader import read_benchmark
+    from jobs.plane.benchmark_reader import read_benchmark
 
     if cfg.benchmark.startswith("s3://"):
         with local_copy(cfg.benchmark, requester_pays=cfg.requester_pays) as path:

@@ -110,8 +110,8 @@ def _inside(path: str, out: str) -> bool:
 # ---------------------------------------------------------------- the driver
 
 def run_paraphrase(cfg: ParaphraseConfig) -> dict:
-    from jobs.parts.benchmark_parts import plan_parts
-    from jobs.parts.benchmark_parts import input_identity
+    from jobs.plane.benchmark_parts import plan_parts
+    from jobs.plane.benchmark_parts import input_identity
     from jobs.kit.runtime import start_driver
     from curation.io.ledger import ReconcileError, Ledger
     from jobs.plane.survey import run_survey

@@ -57,7 +57,7 @@ def sample_rows(source: dict, seed: int) -> tuple[list[dict], dict]:
     scorer does; `source["prefix_ids"]` are kept with in_eval false. Returns (rows, a note for the report)."""
     import heapq
 
-    from jobs.parts.benchmark_parts import plan_parts, read_part
+    from jobs.plane.benchmark_parts import plan_parts, read_part
     from scoring.lm.views import stable_seed
 
     cap, prefix = int(source.get("cap") or BLIND_SAMPLE_CAP), set(source.get("prefix_ids", ()))

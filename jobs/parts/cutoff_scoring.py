@@ -58,7 +58,7 @@ def score_log_prob(cfg, methods, dest: Location, *, model: str, served, sub: str
 def score_text_only(opts, methods, dest: Location, phases, runner) -> dict:
     """The staged rows through a text-only server (evaluate's generation parts) into OUT/scoring; returns what
     `generate_benchmark` returns (or {"dry_run": plan})."""
-    from jobs.parts.benchmark_parts import input_identity
+    from jobs.plane.benchmark_parts import input_identity
     from jobs.parts.text_only_evaluation import TextOnlySetup, generate_benchmark
 
     setup = TextOnlySetup.probe(opts, methods)

@@ -80,7 +80,7 @@ def dated_row(raw: dict, rid: str, months: tuple[int, int] | None) -> tuple[dict
 
 def count_lines(shared: dict, part: str) -> tuple[int, int]:
     """(part index, lines it owns): the first pass, so that rows without an id get global line numbers."""
-    from jobs.parts.benchmark_parts import PartSpec, RawPart
+    from jobs.plane.benchmark_parts import PartSpec, RawPart
 
     spec = PartSpec.from_json(part)
     raw = RawPart(spec)
@@ -105,7 +105,7 @@ def number_lines(parts: Sequence, counts: dict[int, int]) -> list:
 def stage_part(shared: dict, part: str) -> dict:
     """Stage one part (Ray-free); returns its counts."""
     from curation.io.outputs import Location
-    from jobs.parts.benchmark_parts import PartSpec, RawPart
+    from jobs.plane.benchmark_parts import PartSpec, RawPart
 
     spec = PartSpec.from_json(part)
     months = tuple(shared["months"]) if shared.get("months") else None
@@ -130,7 +130,7 @@ def run_staging(dated: str, dest: str, *, rows_per_part: int, requester_pays: bo
     """Plan `dated` into parts, number jsonl lines, stage every part (tasks on `runner`: Ray, or this process);
     returns the parts' counts in part order."""
     from curation.io.outputs import Location
-    from jobs.parts.benchmark_parts import plan_parts
+    from jobs.plane.benchmark_parts import plan_parts
 
     Location(dest).delete_tree("_staging")  # an earlier plan's parts must not be read with this one's
     parts = plan_parts(dated, rows_per_part, requester_pays)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import glob
 from pathlib import Path
 
-from jobs.parts.benchmark_reader import jsonl_objects
+from jobs.plane.benchmark_reader import jsonl_objects
 from curation.io.ledger import quarantine_record
 
 STAGE = "read"

@@ -64,7 +64,7 @@ def _parquet(loc: Location, rel: str, columns=None) -> pa.Table:
 
 def _keys(benchmark: str | None, field: str | None, ids: list[str]) -> list:
     """The text key of each id, from the benchmark the evidence job read (None where it cannot be read here)."""
-    from jobs.parts.benchmark_reader import read_benchmark
+    from jobs.plane.benchmark_reader import read_benchmark
     from jobs.parts.impact_results import text_key
 
     if not benchmark or str(benchmark).startswith("s3://"):

@@ -125,7 +125,7 @@ def _harness_item(x: dict, entry: dict, chosen: str, settings: dict, bad: list) 
 
 
 def plain_rows(entry: dict, settings: dict) -> tuple[list[dict], list[dict], dict]:
-    from jobs.parts.benchmark_reader import jsonl_objects
+    from jobs.plane.benchmark_reader import jsonl_objects
 
     path = Path(entry["path"])
     if path.suffix == ".parquet":

@@ -83,7 +83,7 @@ def plan_generation(opts: TextOnlyRun, setup: TextOnlySetup, benchmark: str, des
     """Plan `benchmark`'s parts, survey them on `runner` (ids and each part's request plan), print the plan and hold
     it against --max-requests / --max-tokens."""
     from jobs.parts.generation_parts import GEN_PART_DIRS, RequestPlanner
-    from jobs.parts.benchmark_parts import plan_parts
+    from jobs.plane.benchmark_parts import plan_parts
     from jobs.plane.part_store import PartStore
     from jobs.plane.survey import run_survey
     from scoring.generation import plan as planning

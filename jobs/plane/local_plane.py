@@ -61,7 +61,7 @@ def choose_runner(runner: str, input_bytes: int | None, *, hooks: dict, actors: 
 
 def local_input_bytes(benchmark: str) -> int | None:
     """The bytes of a local benchmark's files (None for s3:// or a path that is not there)."""
-    from jobs.parts.benchmark_parts import benchmark_files
+    from jobs.plane.benchmark_parts import benchmark_files
 
     if str(benchmark).startswith("s3://"):
         return None

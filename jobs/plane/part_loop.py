@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from jobs.parts.benchmark_parts import plan_parts
+from jobs.plane.benchmark_parts import plan_parts
 from jobs.kit.log import log
 from curation.io.ledger import ReconcileError, Ledger
 from jobs.plane.part_store import PartStore

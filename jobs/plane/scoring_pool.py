@@ -25,7 +25,7 @@ from typing import Iterator, Sequence
 
 import pyarrow as pa
 
-from jobs.parts.benchmark_parts import PartSpec, read_part
+from jobs.plane.benchmark_parts import PartSpec, read_part
 from curation.io.ledger import quarantine_record, quarantine_table
 from jobs.plane.pool_sizing import cluster_cpus, cluster_memory, pool_actors, scorer_resources
 from jobs.plane.retry_policy import SCORER_MAX_RESTARTS, SCORER_MAX_TASK_RETRIES, STALL_TIMEOUT_S

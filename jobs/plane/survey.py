@@ -3,7 +3,7 @@ driver needs to plan, and nothing more (ids, labels and line counts; about 40 by
 
 - line counts per part, which give each jsonl part its first line number (row ids of id-less rows);
 - every good row's id, so duplicates are found across parts (the first occurrence wins, as in
-  `jobs.parts.benchmark_reader`) and later ones are quarantined by the worker that reads them;
+  `jobs.plane.benchmark_reader`) and later ones are quarantined by the worker that reads them;
 - the ReCaLL prefix, chosen as the non-members with the smallest seeded hash of their id (the same rows whatever
   the cluster or the part size), instead of drawing from non-members materialised in the driver;
 - DC-PDD's token frequencies when no --ref-corpus is given: a distributed count of the original texts' token
@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
-from jobs.parts.benchmark_parts import PartSpec, read_part
+from jobs.plane.benchmark_parts import PartSpec, read_part
 from curation.io.ledger import first_occurrences
 from scoring.lm.views import stable_seed
 

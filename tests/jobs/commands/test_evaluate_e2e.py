@@ -148,7 +148,7 @@ def test_scores_equal_the_one_process_reference(evaluated, study):
     held in memory); with it, every detector must agree within 1e-6. The reference scores one window per forward
     pass, as the first version did; the plane uses the CPU default batches (up to 16 windows within 2,048 tokens),
     so this also bounds what batching changes."""
-    from jobs.parts.benchmark_reader import read_benchmark
+    from jobs.plane.benchmark_reader import read_benchmark
     from scoring.detectors import parse_methods
     from scoring.detectors.dc_pdd import count_tokens
     from scoring.stats.evaluation import compute_scores
@@ -194,7 +194,7 @@ def test_scores_equal_the_one_process_reference(evaluated, study):
 def test_con_recall_and_gradnorm_on_the_pool(study, ray_session, tmp_path):
     """Con-ReCall's labelled prefixes are chosen, named in run.json and left out of every metric; GradNorm's
     gradient view is back-propagated on the scorer actors and its scores equal the gradient computed by hand."""
-    from jobs.parts.benchmark_reader import read_benchmark
+    from jobs.plane.benchmark_reader import read_benchmark
     from scoring.lm.gradnorm import GradNorms, split_norms
     from scoring.lm.model import load_causal_lm
 

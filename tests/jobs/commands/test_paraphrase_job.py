@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from jobs.parts.benchmark_reader import read_benchmark
-from jobs.parts.benchmark_parts import plan_parts, read_part
+from jobs.plane.benchmark_reader import read_benchmark
+from jobs.plane.benchmark_parts import plan_parts, read_part
 from jobs.cli import app
 
 pytestmark = [pytest.mark.ray]

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from curation.io.outputs import Location
-from jobs.parts.benchmark_parts import plan_parts
+from jobs.plane.benchmark_parts import plan_parts
 from jobs.parts.generation_parts import GenerateParts, Journal
 from jobs.plane.scoring_pool import ModelBranch, PrepareParts, ScoringSpec
 from scoring.api.client import ApiConfig, ApiFatal

@@ -7,7 +7,7 @@ metadata, never from rows.
 - Parquet: ranges of `rows_per_part` rows, read by row group.
 Local paths and s3:// (ranged GETs, requester pays when asked) read the same way.
 
-Row ids are the row's `id` field, else `<file stem>:<line or row number>` as `jobs.parts.benchmark_reader` names them. A
+Row ids are the row's `id` field, else `<file stem>:<line or row number>` as `jobs.plane.benchmark_reader` names them. A
 worker does not know how many lines precede its range, so a part's reader reports line numbers local to the part
 and `PartSpec.first_line` (filled in by the driver from the survey's line counts) makes them global.
 """
@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator
 
-from jobs.parts.benchmark_reader import check_row, decode_line, quarantine
+from jobs.plane.benchmark_reader import check_row, decode_line, quarantine
 
 SAMPLE_BYTES = 64 << 10
 EXTEND = 1 << 20  # how far past a range's end one read looks for the end of its last line
@@ -94,7 +94,7 @@ def benchmark_files(benchmark: str, requester_pays: bool) -> list[str]:
         if not files:
             raise FileNotFoundError(f"{benchmark}: no *.parquet or *.jsonl benchmark files found")
         return files
-    from jobs.parts.benchmark_reader import benchmark_files
+    from jobs.plane.benchmark_reader import benchmark_files
 
     return [str(p) for p in benchmark_files(benchmark)]
 

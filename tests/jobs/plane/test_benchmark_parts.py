@@ -1,5 +1,5 @@
 """Benchmark parts without Ray: however a benchmark is cut, reading its parts on workers gives exactly the rows,
-ids and quarantine records of the one-process reader (jobs/parts/benchmark_reader.py); the survey's plan finds duplicates
+ids and quarantine records of the one-process reader (jobs/plane/benchmark_reader.py); the survey's plan finds duplicates
 across parts and picks the same ReCaLL prefix whatever the cut; committed parts are skipped only when their
 marker matches."""
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.parts.benchmark_reader import read_benchmark
-from jobs.parts.benchmark_parts import plan_parts, read_part
+from jobs.plane.benchmark_reader import read_benchmark
+from jobs.plane.benchmark_parts import plan_parts, read_part
 from jobs.plane.part_store import PartStore
 from jobs.plane.survey import SurveyParts, plan_from_survey
 from jobs.plane.scoring_pool import from_ipc

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.parts.benchmark_reader import read_benchmark
+from jobs.plane.benchmark_reader import read_benchmark
 
 
 def test_bad_jsonl_rows_are_quarantined_with_reasons(tmp_path):
