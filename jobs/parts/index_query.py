@@ -19,10 +19,9 @@ MAX_FETCH = 1000  # occurrences read per n-gram and shard to find its first docu
 
 def index_shards(local: Path) -> list:
     """Every shard of a local index (jobs/parts/index_reader.local_index), in corpus order: parts, then shards."""
-    from jobs.parts.index_reader import part_dirs
-    from jobs.parts.index_search import ShardSearch, shard_numbers
+    from jobs.parts.index_reader import PartReader, part_dirs
 
-    shards = [ShardSearch(Path(d), k) for d in part_dirs(local) for k in shard_numbers(Path(d))]
+    shards = [sh for d in part_dirs(local) for sh in PartReader(d).shards]
     if not shards:
         raise ValueError(f"{local} holds no indexed document")
     return shards
