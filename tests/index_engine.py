@@ -1,5 +1,5 @@
 """infini-gram's engine over an index (what `overlap --index` asked before it moved to the batched numpy search,
-jobs/parts/index_query.py): the old way, kept as the reference the new answers are checked against. The engine
+jobs/parts/index/query.py): the old way, kept as the reference the new answers are checked against. The engine
 reads the same files (`index-corpus` writes infini-gram's format)."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 def engine(local) -> object:
     from infini_gram.engine import InfiniGramEngine
 
-    from jobs.parts.index_reader import part_dirs
+    from jobs.parts.index.reader import part_dirs
 
     return InfiniGramEngine(index_dir=part_dirs(local), eos_token_id=0, vocab_size=2**32 - 1, token_dtype="u32",
                             version=4)

@@ -225,7 +225,7 @@ def test_the_plane_takes_its_runner_from_the_job():
     """Where the plane runs is an argument the command hands down (jobs/plane/runners.py), not a module switch."""
     import inspect
 
-    from jobs.parts.text_only_evaluation import generate_benchmark
+    from jobs.parts.text_only.evaluation import generate_benchmark
     from jobs.plane.part_loop import plan_benchmark, run_parts, score_benchmark, score_planned
     from jobs.plane.survey import run_survey
 
@@ -254,3 +254,37 @@ def test_the_plane_and_the_kit_do_not_import_the_parts():
     up = [(m, d) for m, deps in edges.items() if m.startswith(("jobs.kit", "jobs.plane"))
           for d in deps if d.startswith("jobs.parts")]
     assert up == []
+
+
+def room_of(module: str) -> str:
+    """jobs.parts.impact.records -> jobs.parts.impact (its room); a command or any other module is its own room."""
+    parts = module.split(".")
+    return ".".join(parts[:3]) if parts[:2] == ["jobs", "parts"] and len(parts) > 3 else module
+
+
+def test_the_parts_are_rooms_by_capability():
+    """Issue 56: jobs/parts holds one package (a room) per capability, as scoring/ does (impact/, trace/, index/,
+    audit/, ...), each saying in its docstring what it holds; a module left at the top of jobs/parts is one that
+    several rooms or commands read (doc_inputs), and the rooms import one another without a circle, so that a
+    change has one room to go to."""
+    parts = ROOT / "jobs" / "parts"
+    rooms = sorted(d.name for d in parts.iterdir() if d.is_dir() and (d / "__init__.py").is_file())
+    assert len(rooms) >= 8, rooms
+    for room in rooms:
+        assert ast.get_docstring(ast.parse((parts / room / "__init__.py").read_text())), room
+    loose = sorted(f.stem for f in parts.glob("*.py") if f.stem != "__init__")
+    readers = {stem: {room_of(m) for m, deps in EDGES.items() if f"jobs.parts.{stem}" in deps} for stem in loose}
+    assert {s: sorted(r) for s, r in readers.items() if len(r) < 2} == {}
+    room_edges: dict[str, set[str]] = {}
+    for m, deps in EDGES.items():
+        if m.startswith("jobs.parts."):
+            room_edges.setdefault(room_of(m), set()).update(
+                room_of(d) for d in deps if d.startswith("jobs.parts.") and room_of(d) != room_of(m))
+    assert cycles(room_edges) == []
+
+
+def test_the_room_test_finds_a_loose_module_and_a_circle_of_rooms():
+    assert room_of("jobs.parts.impact.records") == "jobs.parts.impact"
+    assert room_of("jobs.parts.doc_inputs") == "jobs.parts.doc_inputs"
+    assert room_of("jobs.commands.audit") == "jobs.commands.audit"
+    assert cycles({"jobs.parts.trace": {"jobs.parts.index"}, "jobs.parts.index": {"jobs.parts.trace"}}) != []

@@ -234,3 +234,23 @@ def read_records(path: str, root: str, *, text_field: str | tuple[str, ...] = "t
             yield rel, data.decode("utf-8"), None
         except UnicodeDecodeError as exc:
             yield rel, None, ("not_utf8", str(exc))
+
+
+def iter_texts(path) -> Iterator[str]:
+    """Plain text corpora for reference statistics (evaluate's --ref-corpus: DC-PDD's token frequencies): a .txt
+    file (one document), a .jsonl (`text` or `input`), or a directory of them."""
+    from pathlib import Path
+
+    p = Path(path)
+    files = sorted(x for x in p.rglob("*") if x.suffix in (".txt", ".jsonl")) if p.is_dir() else [p]
+    for f in files:
+        if f.suffix == ".jsonl":
+            with open(f, encoding="utf-8", errors="replace") as fh:
+                for line in fh:
+                    if line.strip():
+                        obj = json.loads(line)
+                        text = obj.get("text") or obj.get("input") or ""
+                        if text:
+                            yield text
+        else:
+            yield f.read_text(encoding="utf-8", errors="replace")

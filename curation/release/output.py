@@ -2,7 +2,7 @@
 driver never holds rows) the debiased mode, the data files per bucket, the excluded/ parts and the shift audit.
 
 `finish_release` is written against a tiny executor interface so that the local runner calls the functions
-directly and the Ray runner (jobs/parts/release_build.py) submits them as tasks on the node that holds the staging
+directly and the Ray runner (jobs/parts/release/build.py) submits them as tasks on the node that holds the staging
 directory, passing object references: the rows travel through the object store, never through the driver.
 """
 from __future__ import annotations

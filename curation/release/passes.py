@@ -12,7 +12,7 @@ blocks, each a pure function of one block and a few small, broadcast tables:
                not) and the block returns its exclusions (partitioned for the writers), its sampled benchmark rows
                (with their text, truncated to the bucket) and its tally
 
-The local runner calls the same functions on one block; the Ray runner (jobs/parts/release_build.py) maps them over the
+The local runner calls the same functions on one block; the Ray runner (jobs/parts/release/build.py) maps them over the
 blocks in the object store.
 """
 from __future__ import annotations

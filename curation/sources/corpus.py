@@ -8,7 +8,7 @@ duplicated pages), a non-member is kept only when the passage that would be rele
 excluded (stage `overlap`, reason `overlaps_training_corpus`), as MIMIR's `ngram_13_0.2` split does.
 
 Which training n-grams the held-out passages contain is one set (`found`), computed before parsing:
-- on Ray by the job (jobs/parts/training_overlap.py: held-out passages' n-grams on the workers, the training corpus
+- on Ray by the job (jobs/parts/release/training_overlap.py: held-out passages' n-grams on the workers, the training corpus
   scanned in parts with the engine of `tidemark overlap`), handed to the held-out shards as their aggregation;
 - without Ray (`--runner local`, tests) by `found_ngrams` here, in this process.
 
@@ -74,7 +74,7 @@ def heldout_passages(source_cfg: Mapping[str, Any], file: str, root: str) -> Ite
 
 def found_ngrams(source_cfg: Mapping[str, Any]):
     """(The training n-grams that occur in the held-out passages, the scan's counts), computed in this process (the
-    local runner; on Ray the job computes the same on the workers: jobs/parts/training_overlap.py)."""
+    local runner; on Ray the job computes the same on the workers: jobs/parts/release/training_overlap.py)."""
     from scoring.overlap.matching import BenchmarkGrams, FoundNgrams, scan_texts
 
     n = int(source_cfg.get("ngram") or 13)

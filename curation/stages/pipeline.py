@@ -2,7 +2,7 @@
 (annotate_documents: a parse task's work, and the local runner's), then the global steps run as passes over the
 annotated blocks (curation/release/passes.py) and the release is written (curation/release/output.py).
 
-Runners: `run_local(cfg, stage)` here (plain Python, one process) and the Ray runner in jobs/parts/release_build.py.
+Runners: `run_local(cfg, stage)` here (plain Python, one process) and the Ray runner in jobs/parts/release/build.py.
 Both call the same functions, so their releases are byte-identical.
 """
 from __future__ import annotations

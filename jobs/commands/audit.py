@@ -1,8 +1,8 @@
 """`tidemark audit`: what share of a corpus (books, papers, a benchmark) did a model train on?
 
 Calibrate a detector's threshold on known members and non-members, cut every target document into seeded
-random snippets on the workers (jobs/parts/audit_snippets.py), score them part by part on the scoring pool that
-`evaluate` uses (jobs/plane/part_loop.py), aggregate the score columns on the driver (jobs/parts/audit_results.py), then
+random snippets on the workers (jobs/parts/audit/snippets.py), score them part by part on the scoring pool that
+`evaluate` uses (jobs/plane/part_loop.py), aggregate the score columns on the driver (jobs/parts/audit/results.py), then
 report per-document contamination rates with binomial CIs, the corpus mean, the flagged share,
 the FPR-corrected share and evidence. The arithmetic lives in scoring/audits/corpus.py and scoring/stats/proportions.py.
 """
@@ -86,7 +86,7 @@ def audit_spec(cfg: AuditConfig, method, served=None):
 
 
 def staging_tasks(cfg: AuditConfig, benchmark: bool) -> list[dict]:
-    from jobs.parts.audit_snippets import plan_tasks
+    from jobs.parts.audit.snippets import plan_tasks
 
     common = {"snippets": cfg.snippets, "snippet_words": cfg.snippet_words, "min_words": cfg.min_words,
               "seed": cfg.seed}
@@ -117,11 +117,11 @@ def _validate(cfg: AuditConfig):
 
 def stage_snippets(cfg: AuditConfig, dest, benchmark: bool, phases):
     """With a reference corpus, the audited documents' n-grams found in it (the overlap engine on the workers:
-    jobs/parts/reference_overlap.py), then the snippets cut on the workers, each document's overlap measured as it
+    jobs/parts/audit/reference_overlap.py), then the snippets cut on the workers, each document's overlap measured as it
     is read. Returns (the reference scan's counts or None, staged task summaries, snippets per role)."""
     from jobs.kit.runtime import start_driver
-    from jobs.parts.audit_snippets import run_staging
-    from jobs.parts.reference_overlap import found_ngrams
+    from jobs.parts.audit.snippets import run_staging
+    from jobs.parts.audit.reference_overlap import found_ngrams
 
     tasks = staging_tasks(cfg, benchmark)
     phases.lap("plan")
@@ -141,13 +141,13 @@ def stage_snippets(cfg: AuditConfig, dest, benchmark: bool, phases):
 
 
 def run_audit(cfg: AuditConfig) -> dict:
-    """Plan on the driver; snippets are cut (jobs/parts/audit_snippets.py) and scored (jobs/plane/part_loop.py) on the
-    workers; the driver aggregates score columns (jobs/parts/audit_results.py)."""
+    """Plan on the driver; snippets are cut (jobs/parts/audit/snippets.py) and scored (jobs/plane/part_loop.py) on the
+    workers; the driver aggregates score columns (jobs/parts/audit/results.py)."""
     import pyarrow.parquet as pq
 
-    from jobs.parts import audit_results as results
-    from jobs.parts.audit_accounting import account, audit_warnings, document_rows, reason_counts
-    from jobs.parts.audit_snippets import fetch_texts
+    from jobs.parts.audit import results
+    from jobs.parts.audit.accounting import account, audit_warnings, document_rows, reason_counts
+    from jobs.parts.audit.snippets import fetch_texts
     from jobs.plane.driver_memory import trim
     from jobs.parts.doc_inputs import ROW_SUFFIXES, document_files
     from jobs.commands.evaluate import token_freq_from_corpus

@@ -4,7 +4,7 @@
         --set source.path=/data/coffee --set cutoffs.member_before=2015-02-01 \\
         --set cutoffs.nonmember_after=2015-03-01 --out DIR
 
-The stages live in curation/; the Ray runner (jobs/parts/release_build.py) parses, filters, deduplicates, samples and
+The stages live in curation/; the Ray runner (jobs/parts/release/build.py) parses, filters, deduplicates, samples and
 writes on the workers, and the driver only plans and adds up; `--runner local` runs the same functions in this
 process. Either writes into a staging directory, and this module publishes it (DIR/data, DIR/excluded,
 DIR/manifest.json, DIR/_SUCCESS). Every file is sorted by a key of its rows, so the bytes do not depend on the
@@ -23,7 +23,7 @@ from typing import Any, Mapping, Optional
 import typer
 
 from jobs.kit.log import log
-from jobs.parts.parsed_shards import BUILD_DIR
+from jobs.parts.release.parsed_shards import BUILD_DIR
 
 # ---------------------------------------------------------------- the build
 
@@ -37,7 +37,7 @@ def build(cfg: Mapping[str, Any], out: Path | str, *, overrides: tuple[str, ...]
     leaves a release that looks complete. With `skip_existing`, a complete release already at `out` makes this a
     no-op (a scheduled job that runs twice for one period), and a partial one is rebuilt. The Ray runner keeps its
     parsed shards under OUT/_build until the release is published, so that a cut-off build `resume`s from them
-    (jobs/parts/parsed_shards.py). `cutoff_from` (the record `cutoff_overrides` returns) goes into the manifest as
+    (jobs/parts/release/parsed_shards.py). `cutoff_from` (the record `cutoff_overrides` returns) goes into the manifest as
     `cutoff_from`: the measured cutoff the dates came from."""
     from curation import sources
     from curation.release.layout import build_manifest, write_manifest
@@ -91,7 +91,7 @@ def _corpus_overlap(cfg: Mapping[str, Any], stage: Path, computed: dict | None) 
     rule excluded, and the n-gram share of the non-members released (measured on the rows as written)."""
     from curation import sources
     from curation.sources.corpus import found_ngrams
-    from jobs.parts.training_overlap import kept_nonmember_overlap
+    from jobs.parts.release.training_overlap import kept_nonmember_overlap
 
     source_cfg = sources.source_config(cfg)
     # The local runner computed the set inside the source; computing it again here is cheap at its scale.
@@ -112,7 +112,7 @@ def _run(cfg: Mapping[str, Any], stage: Path, runner: str, dest, *, resume: bool
         raise ValueError(f"runner must be 'ray' or 'local', got {runner!r}")
     import ray
 
-    from jobs.parts.release_build import run_ray
+    from jobs.parts.release.build import run_ray
 
     owns_ray = not ray.is_initialized()
     if owns_ray:  # a local runtime, or the cluster that RAY_ADDRESS names (jobs/kit/runtime.py)

@@ -6,7 +6,7 @@ commitment to the set, and the test of a model against them.
     timestamp manifest.json's canaries_sha256 now)
     tidemark canary test --canaries my-canaries --model PATH --out OUT [--detector loss]
 
-The generator and the files are curation/canary.py's; the test's run is jobs/parts/canary_scoring.py, its
+The generator and the files are curation/canary.py's; the test's run is jobs/parts/audit/canary.py, its
 statistics scoring/audits/canary.py.
 """
 from __future__ import annotations
@@ -118,6 +118,6 @@ def _generator(spec: str, temperature: float) -> tuple[str | None, dict | None]:
 def _run_test(cfg: CanaryTestConfig) -> dict:
     from curation.canary import CanaryError
     from jobs.kit.report_out import run_and_print_report
-    from jobs.parts.canary_scoring import run_canary_test
+    from jobs.parts.audit.canary import run_canary_test
 
     return run_and_print_report(run_canary_test, cfg, errors=(FileNotFoundError, RuntimeError, CanaryError))

@@ -1,7 +1,7 @@
 """`tidemark cutoff`: up to when did this model read each source? An effective training cutoff, measured.
 
     dated texts (--texts: jsonl/Parquet with text and date, or a release; or --config RECIPE --months: built from
-    the sources, jobs/commands/cutoff_inputs.py) ──▶ staging on the workers (jobs/parts/dated_rows.py: dates to
+    the sources, jobs/commands/cutoff_inputs.py) ──▶ staging on the workers (jobs/parts/cutoff/dated_rows.py: dates to
     months, bad rows quarantined) ──▶ the scoring plane `evaluate` uses (local weights, --api-base, or a text-only
     server with --api-logprobs none; --ref-model: a second pass) ──▶ rows.parquet (id, date, period, source, group,
     one score per detector) ──▶ the estimators, pure functions of that table (scoring/cutoff/) ──▶ report.json,
@@ -147,8 +147,8 @@ def _measure(cfg: CutoffConfig) -> dict:
     from jobs.kit.runtime import start_runner
     from jobs.kit.served_model import run_record
     from jobs.kit.text_only import TextOnlyRun
-    from jobs.parts.cutoff_scoring import SCORING, SCORING_REF, assemble, score_log_prob, score_text_only
-    from jobs.parts.dated_rows import run_staging, staging_summary
+    from jobs.parts.cutoff.scoring import SCORING, SCORING_REF, assemble, score_log_prob, score_text_only
+    from jobs.parts.cutoff.dated_rows import run_staging, staging_summary
     from jobs.plane.local_plane import local_input_bytes
     from scoring.cutoff.periods import DateError, parse_month_range
 
@@ -173,11 +173,11 @@ def _measure(cfg: CutoffConfig) -> dict:
     phases.lap("staging (workers)")
     scoring, served_info = {}, {}
     if cfg.text_only:
-        from jobs.parts.text_only_evaluation import generation_record
+        from jobs.parts.text_only.evaluation import generation_record
 
         gen = score_text_only(TextOnlyRun.of(cfg), methods, dest, phases, runner)
         if "dry_run" in gen:  # the plan alone (plan.md), as evaluate's text-only dry run writes it
-            from jobs.parts.text_only_evaluation import dry_run_report
+            from jobs.parts.text_only.evaluation import dry_run_report
 
             return dry_run_report(out, gen["dry_run"], gen["setup"].model, methods, phases)
         scoring["target"] = gen["run"]["stats"]
@@ -207,7 +207,7 @@ def _estimate_and_write(cfg: CutoffConfig, dest, out, *, rows, counts, run: dict
     from jobs.kit.identity import publish
     from jobs.kit.redact import redact
     from jobs.kit.report_out import command_line, write_html
-    from jobs.parts.dated_rows import describe_input
+    from jobs.parts.cutoff.dated_rows import describe_input
     from scoring.cutoff.estimate import estimate_table, score_columns
     from scoring.reports.cutoff_page import plot_curve, report_markdown, report_page
 

@@ -1,14 +1,14 @@
 """`tidemark dataset-inference`: was this *set* of texts trained on? (Maini et al., 2024)
 
 The suspect set (what a rights holder says was trained on) and a validation set (the same kind of text, known to
-be unseen) are read by the audit's document reader and cut into passages on the workers (jobs/parts/audit_snippets.py:
+be unseen) are read by the audit's document reader and cut into passages on the workers (jobs/parts/audit/snippets.py:
 suspect = the `target` role, label 1; validation = the `calibration` role, label 0), scored with every detector on
 the shared scoring pool (jobs/plane/part_loop.py), and the driver runs the set-level test on the score columns only
 (scoring/audits/dataset_inference.py). Outputs: report.json, report.md, report.html, test_scores.png, scores.parquet/
 and the quarantine of every passage or document that could not be used; the report's content (Markdown, page and
 plot) is scoring/reports/dataset_inference_page.py's. Before the scoring, the shift guard (jobs/kit/shift_guard.py)
 checks that a model-free classifier cannot tell the two sets apart; where it can, the job stops unless
---allow-shift. `--method codec` needs no validation set: jobs/parts/codec_inference.py.
+--allow-shift. `--method codec` needs no validation set: jobs/parts/audit/codec.py.
 """
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def _features(cfg: DatasetInferenceConfig, served):
 
 def run_dataset_inference(cfg: DatasetInferenceConfig) -> dict:
     if cfg.method == "codec":
-        from jobs.parts.codec_inference import run_codec
+        from jobs.parts.audit.codec import run_codec
 
         if cfg.validation:
             raise typer.BadParameter("--method codec needs no --validation: it scores the suspect set alone")
@@ -84,7 +84,7 @@ def run_dataset_inference(cfg: DatasetInferenceConfig) -> dict:
 def run_maini(cfg: DatasetInferenceConfig) -> dict:
     import pyarrow.compute as pc
 
-    from jobs.parts.audit_snippets import plan_tasks, run_staging
+    from jobs.parts.audit.snippets import plan_tasks, run_staging
     from jobs.parts.doc_inputs import ROW_SUFFIXES, document_files
     from jobs.kit.log import PhaseClock
     from jobs.kit.runtime import start_runner

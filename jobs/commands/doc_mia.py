@@ -1,7 +1,7 @@
 """`tidemark doc-mia`: was this whole document (a book, a paper) in the training data? Meeus et al.'s
 document-level membership inference: windowed token stats over whole documents (scored part by part on the shared
-scoring pool, jobs/parts/documents.py), normalised per token, turned into document features on the workers
-(jobs/parts/doc_mia_grid.py), classified by a random forest under k-fold CV on the driver, over the grid
+scoring pool, jobs/parts/doc_mia/documents.py), normalised per token, turned into document features on the workers
+(jobs/parts/doc_mia/grid.py), classified by a random forest under k-fold CV on the driver, over the grid
 normalisation × features × context C. The driver holds per-document scores and one feature matrix at a time,
 never token stats. The method lives in scoring/audits/docmia/.
 """
@@ -90,7 +90,7 @@ def score_document_parts(cfg: DocMiaConfig, dest, contexts: list[int], with_gp: 
     node-loss replanning, the stall bound); returns ({part index: summary}, stats)."""
     from curation.io.outputs import new_run_id
     from jobs.kit.runtime import start_driver
-    from jobs.parts.documents import DOC_PART_DIRS, NOT_ISOLATED, PrepareDocuments, ScoreDocuments, part_digest, \
+    from jobs.parts.doc_mia.documents import DOC_PART_DIRS, NOT_ISOLATED, PrepareDocuments, ScoreDocuments, part_digest, \
         plan_doc_parts
     from jobs.plane.part_loop import run_parts
     from jobs.plane.part_store import PartStore
@@ -112,7 +112,7 @@ def score_document_parts(cfg: DocMiaConfig, dest, contexts: list[int], with_gp: 
 
 
 def ray_mapper(progress: bool):
-    """jobs/parts/doc_mia_grid.py's per-part calls as Ray tasks (jobs/plane/task_map.py)."""
+    """jobs/parts/doc_mia/grid.py's per-part calls as Ray tasks (jobs/plane/task_map.py)."""
     def run(fn, calls, shared):
         from jobs.kit.runtime import start_driver
         from jobs.plane.task_map import ray_task_map
@@ -151,13 +151,13 @@ def grid_documents(dest, summaries: dict, contexts: list[int]) -> tuple[dict, li
 
 
 def run_doc_mia(cfg: DocMiaConfig) -> dict:
-    """Plan on the driver; documents are read, tokenised and scored part by part on the pool (jobs/parts/documents.py),
-    the grid's features are made on the workers (jobs/parts/doc_mia_grid.py); the driver fits the forests."""
+    """Plan on the driver; documents are read, tokenised and scored part by part on the pool (jobs/parts/doc_mia/documents.py),
+    the grid's features are made on the workers (jobs/parts/doc_mia/grid.py); the driver fits the forests."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     from tqdm import tqdm
 
-    from jobs.parts.doc_mia_grid import GRID_DIR, run_grid_on_parts
+    from jobs.parts.doc_mia.grid import GRID_DIR, run_grid_on_parts
     from jobs.kit.log import PhaseClock
     from curation.io.ledger import ReconcileError, Ledger
     from jobs.kit.identity import open_output, publish

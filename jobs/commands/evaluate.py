@@ -99,7 +99,7 @@ def token_freq_from_corpus(model: str, ref_corpus: str) -> np.ndarray:
     """DC-PDD's reference frequencies from a corpus (--ref-corpus), streamed: only the counts are kept. Without
     one, the frequencies come from the benchmark's own token ids, counted by the survey on the workers
     (label-free, so it leaks no membership; a large general corpus is better and is what the paper used)."""
-    from jobs.parts.reference_corpus import iter_texts
+    from curation.io.corpus_files import iter_texts
     from scoring.detectors.dc_pdd import count_tokens
     from scoring.lm.model import load_tokenizer
 

@@ -2,11 +2,11 @@
 
     probe (what the server honours) → plan parts → survey (ids, and each part's request plan) → the plan printed
     and checked against --max-requests / --max-tokens → the pool asks each admitted part's requests
-    (jobs/parts/generation_parts.py: journal, generations, scores, quarantine per part) → metrics over the score
+    (jobs/parts/text_only/generation.py: journal, generations, scores, quarantine per part) → metrics over the score
     columns, the blind baseline, the set test → report (→ `tidemark trace` of the samples with --trace-index).
 
 The config is read here, once: the probe, the planner and the pool get a TextOnlyRun (jobs/kit/text_only.py) and
-the runner; the parts below are jobs/parts/text_only_evaluation.py. The driver holds plans and score columns, never
+the runner; the parts below are jobs/parts/text_only/evaluation.py. The driver holds plans and score columns, never
 generations; the report's examples are read back for a few ids. Parts the budget does not admit are not started:
 the job commits what it did and stops (exit 2), and a rerun with a raised budget does only the rest.
 """
@@ -28,7 +28,7 @@ def run_text_only(cfg) -> dict:
     from jobs.kit.text_only import TextOnlyRun
     from jobs.kit.text_only_report import examples, set_test, write_blind
     from jobs.plane.benchmark_parts import input_identity
-    from jobs.parts.text_only_evaluation import (TextOnlySetup, dry_run_report, generate_planned, generation_record,
+    from jobs.parts.text_only.evaluation import (TextOnlySetup, dry_run_report, generate_planned, generation_record,
                                                  plan_generation, text_only_methods)
     from jobs.plane.part_store import read_parts
     from jobs.plane.runners import RAY

@@ -2,8 +2,8 @@
 the model has not seen?
 
     --results (lm-evaluation-harness --log_samples, or id/input/score files; one Ray task per file, jobs/parts/
-    impact_results.py) + --evidence (overlap / evaluate / audit OUTs, jobs/parts/impact_evidence.py) ──▶ per task,
-    the evidence joined to the items by id or text, each item's split (jobs/parts/impact_join.py) ──▶ per task and
+    impact/results.py) + --evidence (overlap / evaluate / audit OUTs, jobs/parts/impact/evidence.py) ──▶ per task,
+    the evidence joined to the items by id or text, each item's split (jobs/parts/impact/join.py) ──▶ per task and
     model: the clean-subset score beside the full score, each split's score, the leaked-minus-clean gap with its
     test, the difference-in-differences against --reference-results, ConStat against --reference-benchmark-results
     (scoring/impact/, pure) ──▶ report.json, items.parquet, report.md, report.html, a figure per task.
@@ -98,9 +98,9 @@ def run_impact(cfg: ImpactConfig) -> dict:
     from jobs.kit.identity import open_output, publish
     from jobs.kit.log import PhaseClock
     from jobs.kit.runtime import start_runner
-    from jobs.parts.impact_evidence import read_evidence
-    from jobs.parts.impact_records import measure_tasks, write_items
-    from jobs.parts.impact_results import read_results
+    from jobs.parts.impact.evidence import read_evidence
+    from jobs.parts.impact.records import measure_tasks, write_items
+    from jobs.parts.impact.results import read_results
 
     t0, phases = time.perf_counter(), PhaseClock()
     methods = chosen_methods(cfg)

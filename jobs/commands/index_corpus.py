@@ -2,7 +2,7 @@
 
     tidemark index-corpus --corpus 's3://bucket/dolma/*.json.gz' --out s3://bucket/indexes/dolma
 
-Each corpus file is indexed by one worker (jobs/parts/corpus_index.py) through the one part loop (a rerun resumes
+Each corpus file is indexed by one worker (jobs/parts/index/build.py) through the one part loop (a rerun resumes
 from the parts done: IDX/_parts/), into infini-gram's format under IDX/shards/; then IDX/index.json (what was
 indexed, counts, sizes, build time) and `_SUCCESS` last. The index holds word ids, not text: it answers how often
 and where any word sequence occurs, for any n; beside it, the documents' text, compressed, so that `tidemark trace`
@@ -19,9 +19,9 @@ from jobs.kit.options import command, option, progress_option
 from jobs.plane.runners import RAY
 
 STAGE = "index-corpus"
-# The documents' text beside the word ids (jobs/parts/corpus_index.py), for `tidemark trace`'s snippets; an index
+# The documents' text beside the word ids (jobs/parts/index/build.py), for `tidemark trace`'s snippets; an index
 # without it still counts and places spans.
-TEXT_STORE = "zstd frames of 16 documents' texts, packed (text.KKK, textpos.KKK; jobs/parts/corpus_index.pack_texts)"
+TEXT_STORE = "zstd frames of 16 documents' texts, packed (text.KKK, textpos.KKK; jobs/parts/index/build.pack_texts)"
 
 
 @dataclass
@@ -49,7 +49,7 @@ def run_index(cfg: IndexConfig) -> dict:
     from jobs.kit.identity import json_digest, tool_version
     from jobs.kit.log import log
     from jobs.kit.runtime import start_driver
-    from jobs.parts.corpus_index import (NOT_ISOLATED, check_index_path, index_part_digest, plan_index_parts,
+    from jobs.parts.index.build import (NOT_ISOLATED, check_index_path, index_part_digest, plan_index_parts,
                                          require_index_packages, run_pool)
     from jobs.plane.part_loop import run_parts
     from jobs.plane.part_store import PartStore

@@ -4,7 +4,7 @@
 
     driver: read the benchmark (as evaluate does; labels optional), hash its word n-grams (scoring/overlap);
             one part per corpus file
-    workers: stream each corpus file against the benchmark's n-grams (jobs/parts/corpus_overlap.py), through the
+    workers: stream each corpus file against the benchmark's n-grams (jobs/parts/overlap/corpus_scan.py), through the
             one part loop (resume by corpus part: OUT/_parts/; node-loss replanning; stall bound)
     driver: merge the parts' matches (benchmark-sized), answer per row, write rows.parquet, report.json, report.md,
             report.html, shares.png, and `_SUCCESS` last.
@@ -86,10 +86,10 @@ def read_rows(cfg: OverlapConfig) -> tuple[list[dict], list[dict]]:
 
 
 def scan(cfg: OverlapConfig, bench, dest) -> tuple:
-    """The streaming scan (jobs/parts/corpus_overlap.scan_corpus): (merged Matches, corpus counts, part stats)."""
+    """The streaming scan (jobs/parts/overlap/corpus_scan.scan_corpus): (merged Matches, corpus counts, part stats)."""
     from jobs.kit.identity import json_digest, tool_version
     from jobs.kit.runtime import start_driver
-    from jobs.parts.corpus_overlap import scan_corpus
+    from jobs.parts.overlap.corpus_scan import scan_corpus
 
     settings = {"n": cfg.n, "text_field": cfg.text_field, "id_field": cfg.id_field or None,
                 "max_sources": cfg.max_sources, "opts": {"requester_pays": cfg.requester_pays}}
@@ -110,8 +110,8 @@ def scan(cfg: OverlapConfig, bench, dest) -> tuple:
 
 def ask_index(cfg: OverlapConfig, bench) -> tuple:
     """The same answers from a corpus index: (Matches, corpus counts from the index, {})."""
-    from jobs.parts.index_query import index_matches, index_shards
-    from jobs.parts.index_reader import local_index
+    from jobs.parts.index.query import index_matches, index_shards
+    from jobs.parts.index.reader import local_index
 
     local, meta = local_index(cfg.index)
     c = meta["counts"]
@@ -135,7 +135,7 @@ def run_overlap(cfg: OverlapConfig) -> dict:
     if not rows:
         raise RuntimeError(f"{cfg.benchmark}: no readable benchmark row ({len(bad_rows)} quarantined)")
     if cfg.corpus:
-        from jobs.parts.corpus_overlap import plan_corpus_parts
+        from jobs.parts.overlap.corpus_scan import plan_corpus_parts
 
         plan_corpus_parts(cfg.corpus, {"requester_pays": cfg.requester_pays})  # a missing corpus fails before OUT
     bench = BenchmarkGrams.of(rows, cfg.n)
@@ -181,8 +181,8 @@ def run(cfg: OverlapConfig) -> None:
     if cfg.query is None:
         run_and_print_report(run_overlap, cfg, errors=(FileNotFoundError, RuntimeError, ValueError))
         return
-    from jobs.parts.index_query import index_shards, span_report
-    from jobs.parts.index_reader import local_index
+    from jobs.parts.index.query import index_shards, span_report
+    from jobs.parts.index.reader import local_index
 
     try:
         shards = index_shards(local_index(cfg.index)[0])

@@ -6,7 +6,7 @@ paraphrased setting), by WordNet synonyms or a local masked LM's fill-in (the ru
     workers (an actor pool: WordNet or the MLM loads once per actor): read a part with the benchmark reader
             (jobs/plane/scoring_pool.PrepareParts with no model: bad rows and later duplicates quarantined), rewrite
             each row, write OUT/data/part-NNNNN.parquet and OUT/quarantine.parquet/part-NNNNN.parquet, return counts
-            (jobs/parts/paraphrased.py), through the one part loop (resume: OUT/_parts/ markers; node-loss replans)
+            (jobs/parts/release/paraphrased.py), through the one part loop (resume: OUT/_parts/ markers; node-loss replans)
     driver: add up the counts (rows in = written + quarantined, per part and in all), write manifest.json (the
             measured share), report.md, and `_SUCCESS` last.
 
@@ -25,7 +25,7 @@ import typer
 
 from jobs.kit.options import command, option, progress_option
 from jobs.kit.report_out import run_and_print_report
-from jobs.parts.paraphrased import DATA_SCHEMA, EXAMPLE_CHARS, N_EXAMPLES, STAGE, zero_counts
+from jobs.parts.release.paraphrased import DATA_SCHEMA, EXAMPLE_CHARS, N_EXAMPLES, STAGE, zero_counts
 from scoring.reports.paraphrase_report import report_markdown
 from jobs.plane.runners import RAY
 
@@ -117,7 +117,7 @@ def run_paraphrase(cfg: ParaphraseConfig) -> dict:
     from jobs.plane.survey import run_survey
     from jobs.kit.identity import json_digest, model_identity, open_output, publish, tool_version
     from curation.io.outputs import Location, new_run_id
-    from jobs.parts.paraphrased import NOT_ISOLATED, PART_DIRS, run_pool
+    from jobs.parts.release.paraphrased import NOT_ISOLATED, PART_DIRS, run_pool
     from jobs.plane.part_loop import run_parts
     from jobs.plane.part_store import PartStore
 

@@ -3,9 +3,9 @@
     tidemark trace --index IDX (--generations EVAL_OUT | --texts FILE | --text "...") --out OUT
 
     driver: read the texts (a text-only evaluate run's generations, a jsonl/Parquet of `id` and `text`, or one
-            text), quarantine those with nothing to trace (jobs/parts/trace_inputs.py)
+            text), quarantine those with nothing to trace (jobs/parts/trace/inputs.py)
     workers: per index part and batch of texts, the longest corpus match at every word; then per kept span, its
-            count and first documents with snippets (jobs/parts/trace_index.py)
+            count and first documents with snippets (jobs/parts/trace/index_rounds.py)
     driver: maximal spans of at least --min-words, ranked by rarity (scoring/trace/spans.py); each text's documents
             ranked by BM25 against it (scoring/trace/ranking.py); spans.parquet, documents.parquet, report.json,
             report.md, report.html, longest.png, quarantine.parquet, run.json, `_SUCCESS` last.
@@ -47,7 +47,7 @@ class TraceConfig:
     progress: bool = progress_option()
 
     def settings(self):
-        from jobs.parts.trace_tables import TraceSettings
+        from jobs.parts.trace.tables import TraceSettings
 
         return TraceSettings(min_words=self.min_words, docs_per_span=self.docs_per_span,
                              context_words=self.context_words, batch_texts=self.batch_texts,
@@ -70,9 +70,9 @@ def run_trace(cfg: TraceConfig) -> dict:
     the summary and (without OUT) the tables."""
     from jobs.kit.log import PhaseClock, log
     from jobs.kit.runtime import start_runner
-    from jobs.parts.index_reader import local_index
-    from jobs.parts.trace_inputs import read_texts
-    from jobs.parts.trace_tables import trace
+    from jobs.parts.index.reader import local_index
+    from jobs.parts.trace.inputs import read_texts
+    from jobs.parts.trace.tables import trace
 
     t0, phases = time.perf_counter(), PhaseClock()
     local, meta = local_index(cfg.index)
@@ -102,8 +102,8 @@ def _trace_to(cfg: TraceConfig, local, meta, summary, phases, runner) -> dict:
 
     from curation.io.ledger import quarantine_table
     from jobs.kit.identity import open_output
-    from jobs.parts.trace_inputs import text_chunks
-    from jobs.parts.trace_tables import trace_chunks
+    from jobs.parts.trace.inputs import text_chunks
+    from jobs.parts.trace.tables import trace_chunks
     from jobs.plane.part_store import part_name
 
     dest, out = open_output(cfg.out)

@@ -1,6 +1,6 @@
 """A served model that answers only in text (`--api-logprobs none`): the options of a text-only run (samples,
 sampling, budget, prompts), the probe the driver runs once before anything else, and what the job records of it.
-The requests and detectors are scoring/generation; the pool stage is jobs/parts/generation_parts.py."""
+The requests and detectors are scoring/generation; the pool stage is jobs/parts/text_only/generation.py."""
 from __future__ import annotations
 
 import os

@@ -1,9 +1,9 @@
 """The one part loop (`run_parts`): reuse committed parts → the pool → commit each part → replan on node loss →
 isolate what a failed pipeline left, with one stall bound and one abort hook. `score_benchmark` drives it for
 every job that scores a benchmark (evaluate, audit, unlearning-audit, dataset-inference); doc-mia's document parts
-(jobs/parts/documents.py) and paraphrase's parts (jobs/parts/paraphrased.py) plug in their own pool and say why
+(jobs/parts/doc_mia/documents.py) and paraphrase's parts (jobs/parts/release/paraphrased.py) plug in their own pool and say why
 their parts are not row-isolated (NOT_ISOLATED: a row or document that fails is quarantined by its own part).
-build-benchmark's parse pass runs here too, one part per shard (jobs/parts/parsed_shards.py); its later passes
+build-benchmark's parse pass runs here too, one part per shard (jobs/parts/release/parsed_shards.py); its later passes
 (dedup, sampling, release) decide across every shard at once (a row is kept or dropped by what other parts hold),
 so they run once over all parsed shards and the release is published atomically (curation/io/publish.py).
 The driver holds part summaries and counts, never rows or token stats.

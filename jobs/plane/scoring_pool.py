@@ -8,7 +8,7 @@
                   token_stats / scores / quarantine part files straight to the output (local or s3://)
               ──▶ the driver receives one small summary per part (counts, file digests) and commits its marker.
 
-Other part kinds plug into the same pool through `PoolStages`: doc-mia's document parts (jobs/parts/documents.py) are read
+Other part kinds plug into the same pool through `PoolStages`: doc-mia's document parts (jobs/parts/doc_mia/documents.py) are read
 and tokenised on the CPU stage and scored, whole document at a time, on the model's actor pool.
 
 A part travels as ONE row whose columns hold Arrow IPC bytes, so Ray Data never splits a part across blocks and
@@ -111,7 +111,7 @@ class PrepareParts:
     def __init__(self, spec: ScoringSpec, exclude_ids: Sequence[str] = (), tokenize: bool = True):
         from jobs.plane.tasks import TokenizeTask
 
-        # a text-only job (jobs/parts/generation_parts.py) reads and quarantines here, and tokenises nothing
+        # a text-only job (jobs/parts/text_only/generation.py) reads and quarantines here, and tokenises nothing
         self.tokenizers = [TokenizeTask(**spec.tokenize_kwargs(b)) for b in spec.branches] if tokenize else []
         self.exclude = frozenset(exclude_ids)  # scored, but not evaluated (the ReCaLL prefix rows)
 

@@ -39,7 +39,7 @@ class SurveyParts:
     """One part's survey: `part` (PartSpec JSON) → index, n_lines, n_bad, digest, ids (IPC), token counts."""
 
     def __init__(self, count_tokens_of: str | None = None, planner=None):
-        self.planner = planner  # a text-only job's request plan of a part's rows (jobs/parts/generation_parts.py)
+        self.planner = planner  # a text-only job's request plan of a part's rows (jobs/parts/text_only/generation.py)
         self.tokenizer = _tokenizer(count_tokens_of) if count_tokens_of else None
 
     def survey(self, part_json: str) -> dict:

@@ -9,6 +9,6 @@ completions endpoint without prompt log-probabilities).
                       a row's generations, registered with `input="generations"`; scores.py turns a generations
                       table into score columns, for `evaluate` and for `rescore --generations` alike.
 
-Nothing here imports Ray or writes a file: the jobs layer (jobs/parts/generation_parts.py) runs it on the scoring
+Nothing here imports Ray or writes a file: the jobs layer (jobs/parts/text_only/generation.py) runs it on the scoring
 pool's actors and writes the parts.
 """

@@ -3,7 +3,7 @@ generations table its answer becomes.
 
 A request is identified by its key: the sha256 of what is sent (endpoint, prompt or messages, sampling fields,
 seed) and of the served model's name. Two runs that would send the same request share its answer: the journal
-(jobs/parts/generation_parts.py) reuses it instead of paying again.
+(jobs/parts/text_only/generation.py) reuses it instead of paying again.
 
 The generations table (`generations.parquet`, one row per generated sample) is to text-only detectors what
 token_stats.parquet is to the others: every score is a function of it, and `tidemark rescore --generations`

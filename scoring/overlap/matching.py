@@ -6,7 +6,7 @@
     BenchmarkGrams + the merged Matches ──row_results──▶ per row: n-grams, matched positions, share, the longest run
         of matched positions (in words), the documents, a snippet
 
-Nothing here reads or writes a file; jobs/parts/corpus_overlap.py runs the scan on the workers.
+Nothing here reads or writes a file; jobs/parts/overlap/corpus_scan.py runs the scan on the workers.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`canary test`'s report content: report.md, report.html's `Page` and scores.png, from the report dict that
-report.json holds (jobs/parts/canary_scoring.py writes them)."""
+report.json holds (jobs/parts/audit/canary.py writes them)."""
 from __future__ import annotations
 
 from pathlib import Path

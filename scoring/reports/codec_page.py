@@ -1,5 +1,5 @@
 """`dataset-inference --method codec`'s report content: report.md, report.html's `Page` and deltas.png, from the
-report dict report.json holds (jobs/parts/codec_inference.py writes them)."""
+report dict report.json holds (jobs/parts/audit/codec.py writes them)."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -2,7 +2,7 @@
 report dict report.json holds (jobs/commands/impact.py writes them); each record's figure is drawn by
 scoring/reports/impact_figure.py (`plot_task`, imported here so that the command finds everything in one place).
 
-A *record* is one task × model of --results (jobs/parts/impact_records.py): the full and clean scores, each split's
+A *record* is one task × model of --results (jobs/parts/impact/records.py): the full and clean scores, each split's
 score, the leaked-minus-clean gap and its p; with reference results the difference-in-differences (`did`); with a
 reference benchmark ConStat (`constat`, or `constat_reason`). Any of these may be missing.
 

@@ -1,7 +1,7 @@
 """The k-fold protocol of Meeus et al. over the grid normalisation × features × context C.
 
 For each fold the reference dictionary (TF/GP) and the HistFE bin edges are fitted on the training folds only
-(scoring/audits/docmia/grid.py, part by part on the workers: jobs/parts/doc_mia_grid.py), a random forest (500 trees, max
+(scoring/audits/docmia/grid.py, part by part on the workers: jobs/parts/doc_mia/grid.py), a random forest (500 trees, max
 depth 5, ≥3 samples per leaf) is trained on the training documents' features, and the held-out fold is scored.
 Every configuration uses the same folds (one seed), so configurations compare paired. Each document is scored
 once, in its test fold: those out-of-fold scores are the per-document scores.

@@ -173,7 +173,7 @@ def test_mlm_rewriter_changes_about_the_rate(tiny_mlm):
 
 def test_worker_stage_writes_a_part_and_accounts_for_every_row(tmp_path):
     from jobs.plane.benchmark_parts import plan_parts
-    from jobs.parts.paraphrased import ParaphraseParts
+    from jobs.parts.release.paraphrased import ParaphraseParts
     from curation.io.outputs import Location
 
     bench = tmp_path / "bench.jsonl"

@@ -144,8 +144,8 @@ def test_an_index_of_the_corpus_gives_the_scan_s_answers(ray_session, study, res
     """`index-corpus` then `overlap --index`: every row's share, longest match, occurrences and documents equal the
     streaming scan's, and the index counts the same documents and quarantined records."""
     from jobs.commands.index_corpus import IndexConfig, run_index
-    from jobs.parts.index_query import index_shards, span_report
-    from jobs.parts.index_reader import local_index
+    from jobs.parts.index.query import index_shards, span_report
+    from jobs.parts.index.reader import local_index
 
     info = run_index(IndexConfig(corpus=str(study["corpus"]), out=str(tmp_path / "idx"), progress=False))
     scanned = result[0]["counts"]
@@ -162,7 +162,7 @@ def test_an_index_of_the_corpus_gives_the_scan_s_answers(ray_session, study, res
 
 
 def test_an_index_path_the_engine_would_misread_is_refused(tmp_path):
-    from jobs.parts.corpus_index import check_index_path
+    from jobs.parts.index.build import check_index_path
 
     with pytest.raises(ValueError, match="may not contain 'table'"):
         check_index_path(str(tmp_path / "stable-indexes" / "dolma"))

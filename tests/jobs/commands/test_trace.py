@@ -129,8 +129,8 @@ def test_documents_have_snippets_bm25_ranks_and_the_page_escapes_them(corpus, tm
 def test_a_traced_document_is_found_by_overlap_for_the_same_span(corpus, tmp_path):
     pytest.importorskip("infini_gram")
     from index_engine import engine, engine_documents
-    from jobs.parts.index_query import index_shards, span_report
-    from jobs.parts.index_reader import local_index
+    from jobs.parts.index.query import index_shards, span_report
+    from jobs.parts.index.reader import local_index
     from scoring.overlap.ngrams import word_hashes, word_ids, words
 
     res = run_trace(TraceConfig(index=str(corpus["idx"]), text=corpus["rows"][1]["text"], min_words=4,

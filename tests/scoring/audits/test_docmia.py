@@ -89,11 +89,11 @@ REFERENCE = Path(__file__).parents[2] / "fixtures" / "docmia_grid" / "reference.
 
 
 def _grid_on_parts(tmp_path, docs_by_context, labels, cfg, split):
-    """The job's grid (jobs/parts/doc_mia_grid.py) on doc_stats part files written from in-memory stats; `split` cuts the
+    """The job's grid (jobs/parts/doc_mia/grid.py) on doc_stats part files written from in-memory stats; `split` cuts the
     documents into parts. Ray-free: the per-part calls run in a plain loop."""
     import pyarrow as pa
 
-    from jobs.parts.doc_mia_grid import run_grid_on_parts
+    from jobs.parts.doc_mia.grid import run_grid_on_parts
     from curation.io.outputs import Location
     from scoring.audits.docmia.protocol import make_folds
     from scoring.audits.docmia.stats import DOC_STATS_SCHEMA

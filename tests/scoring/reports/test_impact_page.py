@@ -1,5 +1,5 @@
 """`tidemark impact`'s report content (scoring/reports/impact_page.py, impact_figure.py), from records the real
-statistics give on small synthetic score arrays (jobs/parts/impact_records.split_numbers, scoring/impact/constat.py)
+statistics give on small synthetic score arrays (jobs/parts/impact/records.split_numbers, scoring/impact/constat.py)
 and from hand-written ones whose sentence can be checked word for word: splits with and without reference models,
 ConStat inside and above the reference models' range, no leaked item, a real-valued metric, a task name with markup.
 """
@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from jobs.parts.impact_records import split_numbers
+from jobs.parts.impact.records import split_numbers
 from report_pages import assert_self_contained
 from scoring.impact.constat import constat
 from scoring.reports.html import render, stamped

@@ -1,0 +1,1 @@
+"""`tidemark cutoff`: dated rows staged on the workers, their scores joined with their dates."""

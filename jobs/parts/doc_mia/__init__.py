@@ -1,0 +1,1 @@
+"""`tidemark doc-mia`: document parts on the scoring pool and the feature grid made on the workers."""
