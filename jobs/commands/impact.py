@@ -43,8 +43,9 @@ class ImpactConfig:
         "e.g. `tidemark paraphrase` of the benchmark run through your harness; a synthetic sibling; a similar task)")
     reference_models: Optional[str] = option(None, "comma-separated reference models (default: every model of "
                                              "--reference-results)")
-    task_map: Optional[list[str]] = option(None, "ConStat: BENCH_TASK=REFERENCE_TASK, repeatable (default: the same "
-                                           "name, or the only task of each)")
+    task_map: Optional[list[str]] = option(None, "TASK=REFERENCE_TASK, repeatable: pairs a task of --results with "
+                                           "one of --reference-results or ConStat's reference benchmark (default: "
+                                           "the same name, or the only task of each)")
     method: str = option("auto", "splits (needs --evidence), constat (needs --reference-benchmark-results), both, or "
                          "auto: whichever the inputs allow")
     metric: Optional[str] = option(None, "the harness's metric field (default: the first of each line's `metrics`)")

@@ -52,6 +52,16 @@ def _percentile(values: np.ndarray, level: float) -> list[float] | None:
     return [float(lo), float(hi)]
 
 
+def _no_gap(n_leaked: int, n_clean: int, n_dropped: int, verb: str, dropped_why: str) -> str:
+    """Why a gap is None, with the counts: no scored item at all, or none on one side of it."""
+    dropped = f"; {n_dropped:,} items {dropped_why} left out" if n_dropped else ""
+    if not n_leaked and not n_clean:
+        return f"no item is left to {verb} ({n_dropped:,} items {dropped_why})"
+    if not n_leaked:
+        return f"no leaked items among the {n_clean:,} scored ones: there is no gap to {verb}{dropped}"
+    return f"no clean items: all {n_leaked:,} scored items leaked, there is no gap to {verb}{dropped}"
+
+
 def mean_ci(scores, level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> dict:
     """{mean, ci: [lo, hi], n, n_dropped, method}. Scores all in {0, 1} get the Wilson interval ("wilson": exact
     enough near 0 and 1, no resampling noise); any other scores a percentile bootstrap of the mean ("bootstrap").
@@ -91,12 +101,13 @@ def clean_vs_full(scores, clean_mask, level: float = 0.95, n_boot: int = 2000, s
            "diff_ci": None, "relative_change": None, "n": int(s.size), "n_clean": int(c.sum()),
            "n_dropped": int((~keep).sum()), "n_degenerate": 0, "reason": None}
     if not s.size:
-        out["reason"] = "no scored items"
+        out["reason"] = f"no scored items (none of the {out['n_dropped']:,} items has a score)"
         return out
     full = float(s.mean())
     out["full_score"] = full
     if not c.any():
-        out["reason"] = "every scored item is leaked: there is no clean score to compare with"
+        out["reason"] = (f"every scored item is leaked ({s.size:,} of {s.size:,}): there is no clean score to "
+                         "compare with")
         return out
     clean = mean_ci(s[c], level=level, n_boot=n_boot, seed=seed)
     diff = full - clean["mean"]
@@ -158,8 +169,7 @@ def gap_test(scores, leaked_mask, level: float = 0.95, n_boot: int = 2000, permu
            "mean_clean": None, "n_leaked": n_leaked, "n_clean": n_clean, "n_dropped": int((~keep).sum()),
            "reason": None}
     if not n_leaked or not n_clean:
-        out["reason"] = ("no leaked items: there is no gap to measure" if not n_leaked else
-                         "no clean items: there is no gap to measure")
+        out["reason"] = _no_gap(n_leaked, n_clean, out["n_dropped"], "measure", "without a score")
         if n_leaked:
             out["mean_leaked"] = float(s[leaked].mean())
         if n_clean:
@@ -215,8 +225,8 @@ def difference_in_differences(target, references, leaked_mask, level: float = 0.
            "n_leaked": n_leaked, "n_clean": n_clean, "n_references": int(refs.shape[0]),
            "n_dropped": int((~keep).sum()), "reason": None}
     if not n_leaked or not n_clean:
-        out["reason"] = ("no leaked items: there is no gap to compare" if not n_leaked else
-                         "no clean items: there is no gap to compare")
+        out["reason"] = _no_gap(n_leaked, n_clean, out["n_dropped"], "compare",
+                                "without a score from the target and every reference model")
         return out
     target_gap = float(t[leaked].mean() - t[~leaked].mean())
     ref_gaps = refs[:, leaked].mean(1) - refs[:, ~leaked].mean(1)

@@ -105,6 +105,20 @@ def _did_words(r: dict, prop: bool) -> str:
             f"[{signed(lo, prop)}, {signed(hi, prop)}]")
 
 
+def _reference_words(r: dict) -> list[str]:
+    """With --reference-results: why there is no difference-in-differences, or how many items it left out. (A reason
+    that is the gap's own, "no leaked items ...", is already said by the gap's words.)"""
+    if not r.get("reference_models"):
+        return []
+    why, dropped = r.get("did_reason"), r.get("did_n_dropped") or 0
+    if r.get("did") is None and why and (r.get("gap") is not None or "reference" in why):
+        return [f"no difference-in-differences: {str(why).rstrip('.')}"]
+    if r.get("did") is not None and dropped:
+        return [f"{dropped:,} items without a score from the target and every reference model are left out of the "
+                "difference-in-differences"]
+    return []
+
+
 def _gap_words(r: dict, prop: bool, permutations) -> str:
     n_leaked, n_clean = r.get("n_leaked") or 0, r.get("n_clean") or 0
     gap = r.get("gap")
@@ -146,6 +160,7 @@ def conclusion(record: dict, permutations: int | None = None) -> str:
         parts.append(_gap_words(r, prop, permutations))
     if r.get("n_unmatched"):
         parts.append(f"{r['n_unmatched']:,} items had no evidence and are left out of the split")
+    parts += _reference_words(r)
     if "constat" in r or "constat_inflation" in r or "constat_reason" in r:
         parts.append(_constat_words(r, prop))
     return f"{r.get('task')} ({r.get('model')}): " + "; ".join(parts) + "."
@@ -222,7 +237,9 @@ def comparison_rows(r: dict, permutations=None) -> list[list]:
         rows.append(row("leaked minus clean (the gap)", r["gap"], r.get("gap_ci"), _gap_p(r, permutations)))
     if r.get("did") is not None:
         rows.append(row("reference models' gap (mean)", r.get("reference_gap")))
-        rows += [row(f"gap of {m}", g) for m, g in zip(r.get("reference_models") or [], r.get("reference_gaps") or [])]
+        missing = r.get("reference_missing") or {}
+        rows += [row(f"gap of {m}" + (f" ({missing[m]:,} items missing)" if missing.get(m) else ""), g)
+                 for m, g in zip(r.get("reference_models") or [], r.get("reference_gaps") or [])]
         rows.append(row("difference-in-differences (gap minus theirs)", r["did"], r.get("did_ci")))
     c = r.get("constat") or {}
     if c.get("inflation") is not None:

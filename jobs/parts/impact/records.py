@@ -26,14 +26,56 @@ def models_of(results: pa.Table, task: str) -> list[str]:
     return sorted(set(t.column("model").to_pylist()))
 
 
-def reference_task(cfg, task: str, tasks: list[str]) -> str | None:
-    """ConStat's reference-benchmark task for a benchmark task: --task-map, else the same name, else the only one."""
+def reference_task(cfg, task: str, tasks: list[str], own_tasks: list[str] | None = None) -> str | None:
+    """The task of another results set that pairs with a task of --results: --task-map's, else the same name, else
+    the only one. ConStat's reference benchmark (`own_tasks` None): a --task-map entry that names no task there
+    pairs nothing, and its only task pairs with every benchmark task. --reference-results (`own_tasks` the target's
+    tasks): an entry that names none of its tasks is passed over (it may be ConStat's), and the only-task rule needs
+    one task on each side (a plain file's task is its file's stem, so `target.jsonl` and `ref.jsonl` pair)."""
     pairs = dict(p.split("=", 1) for p in (cfg.task_map or []) if "=" in p)
-    if task in pairs:
+    if task in pairs and (pairs[task] in tasks or own_tasks is None):
         return pairs[task] if pairs[task] in tasks else None
     if task in tasks:
         return task
-    return tasks[0] if len(tasks) == 1 else None
+    return tasks[0] if len(tasks) == 1 and (own_tasks is None or len(own_tasks) == 1) else None
+
+
+def reference_pairs(cfg, results: pa.Table, ref_res: pa.Table) -> dict[str, str | None]:
+    """Each task of --results -> its task in --reference-results (None where none pairs). A reference that shares no
+    task or no item with the target is an input error (ValueError: one line, exit 2), not a null in the report."""
+    tasks = sorted(set(results.column("task").to_pylist()))
+    ref_tasks = sorted(set(ref_res.column("task").to_pylist()))
+    pairs = {t: reference_task(cfg, t, ref_tasks, tasks) for t in tasks}
+    if not any(pairs.values()):
+        raise ValueError(f"--reference-results share no task with --results (results: {tasks}; reference results: "
+                         f"{ref_tasks}); pair them with --task-map TASK=REFERENCE_TASK")
+    shared = 0
+    for t, r in pairs.items():
+        if r:
+            ids = set(results.filter(pc.equal(results.column("task"), t)).column("item").to_pylist())
+            shared += len(ids & set(ref_res.filter(pc.equal(ref_res.column("task"), r)).column("item").to_pylist()))
+    if not shared:
+        paired = ", ".join(f"{t} -> {r}" for t, r in pairs.items() if r)
+        raise ValueError(f"--reference-results hold none of the items of --results (tasks paired: {paired}; items "
+                         "are matched by id: give both files the same `id`s)")
+    return pairs
+
+
+def reference_shortfall(task: str, rtask: str | None, refs: np.ndarray | None, references: list[str],
+                        ref_tasks: list[str]) -> tuple[dict, str | None]:
+    """(what the reference results lack of a task's items, per model; the reason a difference-in-differences
+    cannot be computed from them, or None)."""
+    if rtask is None:
+        return {}, (f"the reference results hold no task paired with {task!r} (their tasks: {ref_tasks}); pair them "
+                    "with --task-map TASK=REFERENCE_TASK")
+    n = refs.shape[1]
+    missing = {r: int((~np.isfinite(row)).sum()) for r, row in zip(references, refs)}
+    empty = [r for r, k in missing.items() if k == n]
+    if empty and len(empty) == len(references):
+        return missing, f"the reference results ({rtask}) hold none of this task's {n:,} items"
+    if empty:
+        return missing, f"reference model {empty[0]} holds none of this task's {n:,} items ({rtask})"
+    return missing, None
 
 
 def split_numbers(scores: np.ndarray, split: np.ndarray, refs: np.ndarray | None, cfg) -> dict:
@@ -64,12 +106,13 @@ def split_numbers(scores: np.ndarray, split: np.ndarray, refs: np.ndarray | None
     if refs is not None and refs.size:
         d = difference_in_differences(scores[matched], refs[:, matched], leaked[matched], **boot)
         out.update(did=d["did"], did_ci=d["did_ci"], reference_gap=d["reference_gap"],
-                   reference_gaps=d["reference_gaps"], did_reason=d.get("reason"))
+                   reference_gaps=d["reference_gaps"], did_reason=d.get("reason"), did_n_dropped=d["n_dropped"])
     return out
 
 
-def constat_numbers(cfg, model: str, task: str, ids: list[str], read: dict, references: list[str]) -> dict:
-    """ConStat for one target model on one task."""
+def constat_numbers(cfg, model: str, task: str, ids: list[str], read: dict, references: list[str],
+                    ref_results_task: str) -> dict:
+    """ConStat for one target model on one task (`ref_results_task`: the task's name in --reference-results)."""
     from scoring.impact.constat import constat
 
     results, ref_res = read["results"][0], read["reference"][0] if read["reference"] else None
@@ -82,7 +125,7 @@ def constat_numbers(cfg, model: str, task: str, ids: list[str], read: dict, refe
     r_ids = sorted(set(refbench.filter(pc.equal(refbench.column("task"), rtask)).column("item").to_pylist()))
     bench = {model: scores_of(results, task, model, ids)}
     for r in references:
-        bench[r] = scores_of(ref_res, task, r, ids) if ref_res is not None else np.full(len(ids), np.nan)
+        bench[r] = scores_of(ref_res, ref_results_task, r, ids) if ref_res is not None else np.full(len(ids), np.nan)
     reference = {m: scores_of(refbench, rtask, m, r_ids) for m in [model, *references]}
     missing = [m for m in [model, *references] if not np.isfinite(reference[m]).any() or not np.isfinite(bench[m]).any()]
     if missing:
@@ -114,6 +157,8 @@ def measure_tasks(cfg, read: dict, sources: list[dict], methods: set[str]) -> tu
     results = read["results"][0]
     ref_res = read["reference"][0] if read["reference"] else None
     references = chosen_references(cfg, read)
+    pairs = reference_pairs(cfg, results, ref_res) if ref_res is not None and references else {}
+    ref_tasks = sorted(set(ref_res.column("task").to_pylist())) if ref_res is not None else []
     records, tables, matching = [], [], {}
     for task in sorted(set(results.column("task").to_pylist())):
         items = task_items(results, task)
@@ -122,8 +167,10 @@ def measure_tasks(cfg, read: dict, sources: list[dict], methods: set[str]) -> tu
         if "splits" in methods:
             labelled, matching[task] = label_items(items, sources, cfg.join)
             split = np.asarray(labelled.column("split").to_pylist(), dtype=object)
-        refs = (np.vstack([scores_of(ref_res, task, r, ids) for r in references])
-                if ref_res is not None and references else None)
+        rtask = pairs.get(task)
+        refs = (np.vstack([scores_of(ref_res, rtask, r, ids) for r in references]) if rtask
+                else np.full((len(references), len(ids)), np.nan)) if pairs else None
+        missing, shortfall = reference_shortfall(task, rtask, refs, references, ref_tasks) if pairs else ({}, None)
         for model in models_of(results, task):
             scores = scores_of(results, task, model, ids)
             rec = {"task": task, "model": model, "metric": _facts(read, task, model, "metric"),
@@ -132,11 +179,13 @@ def measure_tasks(cfg, read: dict, sources: list[dict], methods: set[str]) -> tu
                 rec.update(split_numbers(scores, split, refs, cfg),
                            answer_checked=any(src["role"] == "answer" for src in sources))
                 if refs is not None:
-                    rec["reference_models"] = references
+                    rec.update(reference_models=references, reference_task=rtask, reference_missing=missing)
+                    if rec.get("did") is None and shortfall:
+                        rec["did_reason"] = shortfall
             else:
                 rec.update(n=int(np.isfinite(scores).sum()), full_score=float(np.nanmean(scores)))
             if "constat" in methods:
-                rec.update(constat_numbers(cfg, model, task, ids, read, references))
+                rec.update(constat_numbers(cfg, model, task, ids, read, references, rtask or task))
             records.append(rec)
             cols = {"task": [task] * len(ids), "model": [model] * len(ids), "item": ids,
                     "split": [str(s) for s in split], "score": scores}

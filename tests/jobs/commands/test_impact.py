@@ -105,3 +105,91 @@ def test_refusals_in_one_line(evidence, tmp_path):
         res = runner.invoke(app, ["impact", *args])
         assert res.exit_code == 2, (args, res.output)
         assert why in " ".join(res.output.split()), res.output
+
+
+def plain(path: Path, scores: dict[str, float], evidence) -> str:
+    """A plain results file (`id`, `input`, `score`) over the overlap's benchmark items q0..q19."""
+    bench = {x["id"]: x["question"] for x in map(json.loads, (evidence["root"] / "bench.jsonl").read_text().splitlines())}
+    path.write_text("".join(json.dumps({"id": i, "input": bench[i], "score": s}) + "\n" for i, s in scores.items()))
+    return str(path)
+
+
+TARGET = {f"q{k}": float(k in (0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12)) for k in range(20)}  # leaked 8/10, clean 3/10
+REFERENCE = {f"q{k}": float(k in (0, 1, 2, 3, 4, 10, 11, 12, 13)) for k in range(20)}  # leaked 5/10, clean 4/10
+
+
+def plain_run(evidence, out, target: dict, reference: dict, **kw) -> dict:
+    cfg = ImpactConfig(results=[plain(out.parent / "target.jsonl", target, evidence)], evidence=[evidence["overlap"]],
+                       reference_results=[plain(out.parent / "ref.jsonl", reference, evidence)], out=str(out),
+                       runner="local", progress=False, bootstrap=500, **kw)
+    run_impact(cfg)
+    return json.loads((out / "report.json").read_text())
+
+
+def test_a_plain_reference_file_pairs_with_a_plain_target_of_another_name(evidence, tmp_path):
+    """Issue 56: each file's task is its stem (`target`, `ref`); one task on each side pairs them."""
+    rec, = plain_run(evidence, tmp_path / "out", TARGET, REFERENCE)["tasks"]
+    assert (rec["task"], rec["model"], rec["reference_models"], rec["reference_task"]) == ("target", "target", ["ref"],
+                                                                                         "ref")
+    assert rec["n_leaked"] == 10 and rec["n_clean"] == 10
+    assert rec["gap"] == pytest.approx(0.8 - 0.3) and rec["reference_gap"] == pytest.approx(0.5 - 0.4)
+    assert rec["did"] == pytest.approx(0.5 - 0.1) and rec["did_reason"] is None and rec["did_n_dropped"] == 0
+    assert rec["did_ci"][0] <= rec["did"] <= rec["did_ci"][1]
+    assert "difference-in-differences" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_items_the_reference_lacks_are_counted_and_reported(evidence, tmp_path):
+    partial = {i: s for i, s in REFERENCE.items() if i not in ("q0", "q1", "q15")}  # two leaked, one clean missing
+    rec, = plain_run(evidence, tmp_path / "out", TARGET, partial)["tasks"]
+    assert rec["did_n_dropped"] == 3 and rec["reference_missing"] == {"ref": 3}
+    keep = [f"q{k}" for k in range(20) if k not in (0, 1, 15)]
+    t, r = np.array([TARGET[i] for i in keep]), np.array([REFERENCE[i] for i in keep])
+    leaked = np.array([int(i[1:]) < 10 for i in keep])
+    want = (t[leaked].mean() - t[~leaked].mean()) - (r[leaked].mean() - r[~leaked].mean())
+    assert rec["did"] == pytest.approx(want)
+    md = " ".join((tmp_path / "out" / "report.md").read_text().split())
+    assert "3 items without a score from the target and every reference model are left out" in md
+    assert "gap of ref (3 items missing)" in md
+
+
+def test_a_reference_that_shares_no_task_or_no_item_is_refused_in_one_line(evidence, tmp_path):
+    runner = CliRunner()
+    target = plain(tmp_path / "target.jsonl", TARGET, evidence)
+    other = tmp_path / "other.jsonl"  # another task's items (other ids), one task: pairs by the one-task rule
+    other.write_text("".join(json.dumps({"id": f"x{k}", "input": f"another question {k}", "score": 1.0}) + "\n"
+                             for k in range(5)))
+    two = tmp_path / "two"  # the target as two tasks; a reference for a third task pairs with neither
+    two.mkdir()
+    for name in ("gen", "mc"):
+        (two / f"{name}.jsonl").write_text((tmp_path / "target.jsonl").read_text())
+    for results, ref, why in (
+        (target, str(other), "--reference-results hold none of the items of --results (tasks paired: target -> other"),
+        (str(two), str(other), "--reference-results share no task with --results (results: ['gen', 'mc']; "
+                               "reference results: ['other'])"),
+    ):
+        res = runner.invoke(app, ["impact", "--results", results, "--evidence", evidence["overlap"],
+                                  "--reference-results", ref, "--out", str(tmp_path / "x"), "--runner", "local"])
+        assert res.exit_code == 2, res.output
+        errors = [line for line in res.output.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and why in errors[0] and "Traceback" not in res.output, res.output
+    # --task-map pairs what the names do not
+    rec = [r for r in plain_run(evidence, tmp_path / "mapped", TARGET, REFERENCE, task_map=["target=ref"])["tasks"]]
+    assert rec[0]["reference_task"] == "ref" and rec[0]["did"] is not None
+
+
+def test_a_task_the_reference_lacks_gets_a_reason_naming_it(evidence, tmp_path):
+    two = tmp_path / "two"
+    two.mkdir()
+    plain(two / "gen.jsonl", TARGET, evidence)
+    plain(two / "mc.jsonl", TARGET, evidence)
+    ref = tmp_path / "gen.jsonl"
+    plain(ref, REFERENCE, evidence)
+    cfg = ImpactConfig(results=[str(two)], evidence=[evidence["overlap"]], reference_results=[str(ref)],
+                       out=str(tmp_path / "out"), runner="local", progress=False, bootstrap=200)
+    run_impact(cfg)
+    recs = {r["task"]: r for r in json.loads((tmp_path / "out" / "report.json").read_text())["tasks"]}
+    assert recs["gen"]["did"] is not None and recs["gen"]["reference_task"] == "gen"
+    assert recs["mc"]["did"] is None and recs["mc"]["reference_task"] is None
+    assert recs["mc"]["did_reason"].startswith("the reference results hold no task paired with 'mc'")
+    assert "no difference-in-differences: the reference results hold no task paired with 'mc'" in \
+        " ".join((tmp_path / "out" / "report.md").read_text().split())
