@@ -14,7 +14,7 @@ from jobs.parts.impact.join import label_items, match_source
 from jobs.parts.impact.results import read_results, text_key
 from jobs.plane.runners import LOCAL
 
-RUN = Path(__file__).resolve().parents[2] / "fixtures" / "lm_eval" / "run"
+RUN = Path(__file__).resolve().parents[3] / "fixtures" / "lm_eval" / "run"
 SETTINGS = {"metric": None, "filter": None, "input_field": None, "answer_field": None}
 
 
