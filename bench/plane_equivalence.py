@@ -9,14 +9,19 @@ old code, not against itself").
 `run` executes the real CLI of tree T (`python -m jobs.cli`, with cwd and PYTHONPATH at T, this machine's .venv;
 Ray's workers inherit PYTHONPATH) on the fixtures: `evaluate` on the local runner, on Ray, over a served model
 (the loopback server, started once from this tree) and text-only (`--api-logprobs none`); `build-benchmark`
-(StackMIA's recipe on ../shared's coffee dump; left out where ../shared is missing) and `overlap`. An old tree is
-a `git worktree add DIR COMMIT`.
+(StackMIA's recipe on ../shared's coffee dump; left out where ../shared is missing) and `overlap`; then the runs
+of bench/equivalence_runs.py, which go through every room of jobs/parts (index-corpus, overlap --index, trace,
+impact, paraphrase, audit, cutoff, canary, doc-mia, dataset-inference; issue 56). A run that reads an earlier
+run's output (overlap --index the index, impact overlap's OUT) names it under the same RUNS. An old tree is a
+`git worktree add DIR COMMIT`.
 
 `compare` reads every Parquet file of each run (part files, scores, token stats, quarantine, data) as a table and
-every JSON file (metrics, run.json, manifest, markers) as a tree, and requires them equal, with what depends on
+every JSON file (metrics, run.json, manifest, markers) as a tree (a jsonl file as a list of them), the index
+shards' files (table.000, ...) and .txt files byte for byte, and requires them equal, with what depends on
 the clock or the place set aside: keys that hold times (`seconds`, `*_s`, `phases_s`, dates of the run), run
-ids, the command line and the two runs' own paths (replaced by a placeholder). Figures, HTML and Markdown are
-not compared (they print timings).
+ids, the command line and the two runs' own paths (replaced by a placeholder); a string naming one of jobs/parts'
+modules by its name before issue 56's rooms is read with the room's name (bench/equivalence_runs.MOVED). Figures,
+HTML and Markdown are not compared (they print timings).
 """
 from __future__ import annotations
 
@@ -29,6 +34,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench.equivalence_runs import make_room_fixtures, new_module_names, room_runs
+
 ROOT = Path(__file__).resolve().parents[1]
 # the served model's name: not the name of a directory in a tree, or the model's identity would digest that directory
 # (a served name is looked up as a local path first, jobs/kit/identity.model_identity)
@@ -38,7 +45,8 @@ COFFEE = SHARED / "stackexchange" / "coffee.stackexchange.com"
 # keys whose values depend on the clock, the process or the place, not on what the job computed
 VOLATILE = re.compile(r"(^|_)(seconds|s|run_id|started|finished|written_at|built_at|created|time|timestamp|"
                       r"command|pid|host|hostname|elapsed|wall|rss|peak|memory|mb)$|^phases|^python$|^ray$|"
-                      r"^versions$|^environment$|^api_base$")  # api_base: the loopback server's port
+                      r"^versions$|^environment$|^api_base$|"  # api_base: the loopback server's port
+                      r"^seconds_per_|_s_in_tasks$")  # trace's seconds_per_text, index-corpus's build_s_in_tasks
 
 
 def log(msg: str) -> None:
@@ -61,10 +69,13 @@ def make_fixtures(d: Path) -> None:
     docs = [{"id": f"doc{k}", "text": r["text"]} for k, r in enumerate(rows[:12])]
     docs += [{"id": f"other{k}", "text": " ".join(r["text"].split()[::-1])} for k, r in enumerate(rows[12:30])]
     (corpus / "part0.jsonl").write_text("".join(json.dumps(x) + "\n" for x in docs))
+    make_room_fixtures(d, rows)
     log(f"fixtures in {d}")
 
 
-def runs(fx: Path, url: str) -> dict[str, list[str]]:
+def runs(fx: Path, url: str, root: Path) -> dict[str, list[str]]:
+    """Every run's arguments but --out (ROOT/NAME), in the order they go; root: the runs' folder, where a run finds
+    an earlier one's output."""
     model, ref, bench = str(fx / "model" / "tiny-gpt2"), str(fx / "ref" / "tiny-gpt2"), str(fx / "bench.jsonl")
     ev = ["evaluate", "--benchmark", bench, "--model", model, "--quiet", "--shard-size", "20",
           "--blind-sample", "40"]
@@ -84,7 +95,7 @@ def runs(fx: Path, url: str) -> dict[str, list[str]]:
         out["build-benchmark"] = ["build-benchmark", "--config", str(ROOT / "jobs/configs/stackmia.yaml"),
                                   "--set", f"source.path={COFFEE}", "--set", "cutoffs.member_before=2015-02-01",
                                   "--set", "cutoffs.nonmember_after=2015-03-01"]
-    return out
+    return {**out, **room_runs(fx, root)}
 
 
 def serve(model: str) -> tuple[subprocess.Popen, str]:
@@ -102,9 +113,9 @@ def run_tree(tree: Path, fx: Path, out: Path, only: list[str] | None) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree), "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1",
            "TOKENIZERS_PARALLELISM": "false"}
     proc, url = serve(str(fx / "model" / "tiny-gpt2"))
-    done = {}
+    done, start = {}, time.perf_counter()
     try:
-        for name, args in runs(fx, url).items():
+        for name, args in runs(fx, url, out).items():
             if only and name not in only:
                 continue
             dest = out / name
@@ -118,7 +129,9 @@ def run_tree(tree: Path, fx: Path, out: Path, only: list[str] | None) -> dict:
                 log(res.stderr[-3000:])
     finally:
         proc.kill()
-    (out / "runs.json").write_text(json.dumps({"tree": str(tree), "runs": done}, indent=1))
+    wall = round(time.perf_counter() - start, 1)
+    log(f"{tree.name}: {len(done)} run(s) in {wall} s")
+    (out / "runs.json").write_text(json.dumps({"tree": str(tree), "runs": done, "seconds": wall}, indent=1))
     return done
 
 
@@ -130,7 +143,7 @@ def clean(value, places: list[str]):
     if isinstance(value, str):
         for p in places:
             value = value.replace(p, "<place>")
-        return value
+        return new_module_names(value)  # a moved module's old name, as its new one (bench/equivalence_runs.MOVED)
     return value
 
 
@@ -164,10 +177,16 @@ def compare_file(fa: Path, fb: Path, places: list[str]) -> list[str]:
         except (ValueError, UnicodeDecodeError):
             return [] if fa.read_bytes() == fb.read_bytes() else ["bytes differ"]
         return differences(clean(ja, places), clean(jb, places))
+    if fa.suffix == ".jsonl":
+        ja, jb = ([json.loads(x) for x in f.read_text().splitlines() if x.strip()] for f in (fa, fb))
+        return differences(clean(ja, places), clean(jb, places))
+    if fa.suffix == ".txt" or BINARY.match(fa.suffix):
+        return [] if fa.read_bytes() == fb.read_bytes() else ["bytes differ"]
     return []
 
 
-COMPARED = (".parquet", ".json")
+COMPARED = (".parquet", ".json", ".jsonl", ".txt")
+BINARY = re.compile(r"^\.\d+$")  # an index shard's files (table.000, tokenized.000, text.000, ...): byte for byte
 
 
 def compare(a: Path, b: Path) -> dict:
@@ -183,7 +202,7 @@ def compare(a: Path, b: Path) -> dict:
         checked, diffs = 0, {}
         for f in sorted(files_a & files_b):
             fa = ra / f
-            if fa.suffix in COMPARED or fa.name == "_SUCCESS" or "_parts" in fa.parts:
+            if fa.suffix in COMPARED or BINARY.match(fa.suffix) or fa.name == "_SUCCESS" or "_parts" in fa.parts:
                 d = compare_file(fa, rb / f, places)
                 checked += 1
                 if d:

@@ -22,6 +22,11 @@ STAGE = "index-corpus"
 # The documents' text beside the word ids (jobs/parts/index/build.py), for `tidemark trace`'s snippets; an index
 # without it still counts and places spans.
 TEXT_STORE = "zstd frames of 16 documents' texts, packed (text.KKK, textpos.KKK; jobs/parts/index/build.pack_texts)"
+# The text store's format as the parts' fingerprint has named it since it was first written: the description then,
+# which named the packing function's module before issue 56 moved it into jobs/parts/index/. The move changed no
+# byte of the format, so the fingerprint keeps the old words and an index begun before the move resumes after it.
+TEXT_STORE_FORMAT = ("zstd frames of 16 documents' texts, packed (text.KKK, textpos.KKK; "
+                     "jobs/parts/corpus_index.pack_texts)")
 
 
 @dataclass
@@ -64,7 +69,8 @@ def run_index(cfg: IndexConfig) -> dict:
     settings = {"text_field": cfg.text_field, "id_field": cfg.id_field or None,
                 "max_shard_tokens": cfg.max_shard_tokens, "opts": opts}
     store = PartStore(dest, json_digest({"job": STAGE, "tool": tool_version(), "token": "word32",
-                                         "text_store": TEXT_STORE, **{k: v for k, v in settings.items() if k != "opts"}}), dirs=())
+                                         "text_store": TEXT_STORE_FORMAT,
+                                         **{k: v for k, v in settings.items() if k != "opts"}}), dirs=())
     stats: dict = {}
     summaries = run_parts(parts, index=lambda p: p.index, digests={p.index: index_part_digest(p, opts) for p in parts},
                           store=store, pool=lambda pending: run_pool(pending, settings, dest.uri, cfg.progress),
