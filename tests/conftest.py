@@ -168,3 +168,11 @@ def generation_lm(tmp_path_factory):
     root = built_once(tmp_path_factory, "generation", build)
     bench = root / "bench.jsonl"
     return {"model": str(root / "model"), "bench": str(bench), "members": members, "held_out": held_out}
+
+
+def pytest_collection_modifyitems(config, items):
+    """The end-to-end files (tests/jobs/commands: each trains a model and runs whole jobs) first: `make test`'s two
+    xdist processes take a file at a time in this order, so the long files start early and the short ones fill
+    the end, instead of one process finishing a long file alone. The order within a file is kept."""
+    first = ROOT / "tests" / "jobs" / "commands"
+    items.sort(key=lambda item: 0 if Path(str(item.path)).is_relative_to(first) else 1)

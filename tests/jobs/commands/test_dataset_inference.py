@@ -40,16 +40,47 @@ def sets(tmp_path_factory):
     return {"model": info["model"], **{k: str(v) for k, v in paths.items()}}
 
 
-def run(sets, suspect, validation, out):
+def run(sets, suspect, validation, out, *extra):
     result = CliRunner().invoke(app, ["dataset-inference", "--suspect", sets[suspect], "--validation",
-                                      sets[validation], "--model", sets["model"], "--out", str(out), "--quiet"],
-                                catch_exceptions=False)
+                                      sets[validation], "--model", sets["model"], "--out", str(out), "--quiet",
+                                      *extra], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return json.loads((out / "report.json").read_text())
 
 
-def test_a_trained_on_suspect_set_is_detected(sets, ray_session, tmp_path):
-    rep = run(sets, "members", "unseen", tmp_path)
+@pytest.fixture(scope="module")
+def on_ray(sets, ray_session, tmp_path_factory):
+    """The members against the unseen passages on Ray: the detection test reads it, and the local runner's run is
+    compared with it (one Ray run for both)."""
+    out = tmp_path_factory.mktemp("di_ray") / "ray"
+    return out, run(sets, "members", "unseen", out, "--runner", "ray")
+
+
+def codec(src, model, out, *extra):
+    res = CliRunner().invoke(app, ["dataset-inference", "--method", "codec", "--suspect", str(src), "--model", model,
+                                   "--out", str(out), "--shots", "2", "--quiet", *extra], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    return json.loads((out / "report.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def codec_on_ray(generation_lm, ray_session, tmp_path_factory):
+    """CoDeC on Ray over the memorised passages (with a too-short row to quarantine) and the held-out ones: the
+    CoDeC test reads both, and the local runner's run of the memorised set is compared with the first."""
+    root = tmp_path_factory.mktemp("codec")
+    out = {}
+    for name in ("members", "held_out"):
+        src = root / f"{name}.jsonl"
+        src.write_text("".join(json.dumps({"id": p["id"], "text": p["text"]}) + "\n" for p in generation_lm[name])
+                       + ('{"id": "short", "text": "too short"}\n' if name == "members" else ""))
+        out[name] = {"src": src, "out": root / name,
+                     "report": codec(src, generation_lm["model"], root / name, "--runner", "ray")}
+    return out
+
+
+def test_a_trained_on_suspect_set_is_detected(on_ray):
+    out, rep = on_ray
+    assert rep["runner"]["used"] == "ray"
     assert rep["p_value"] < 0.01 and rep["t"] > 0, rep["p_value"]
     assert "significant at 1%" in rep["conclusion"] and "not the probability" in rep["meaning"]
     assert rep["inputs"]["suspect_passages"] == 90 and rep["inputs"]["documents_quarantined"]["suspect"] == 1
@@ -58,9 +89,9 @@ def test_a_trained_on_suspect_set_is_detected(sets, ray_session, tmp_path):
     assert sz["suspect_learn"] + sz["suspect_test"] == 90 and sz["validation_learn"] + sz["validation_test"] == 87
     assert set(rep["weights"]) >= {"loss", "min_k@k=0.2", "zlib", "min_k_pp@k=0.2"}
     assert rep["shift_check"]["checked"] and not rep["shift_check"]["shifted"]  # one pool, split at random
-    assert (tmp_path / "test_scores.png").stat().st_size > 5_000 and (tmp_path / "_SUCCESS").exists()
-    assert "What the p-value means" in (tmp_path / "report.md").read_text()
-    doc = assert_self_contained(tmp_path, "The model scores the suspect set as training data (significant at 1%): p = ",
+    assert (out / "test_scores.png").stat().st_size > 5_000 and (out / "_SUCCESS").exists()
+    assert "What the p-value means" in (out / "report.md").read_text()
+    doc = assert_self_contained(out, "The model scores the suspect set as training data (significant at 1%): p = ",
                                 "What the p-value means")
     assert all(f"<code>{name}</code>" in doc for name in rep["weights"])  # every detector's weight
 
@@ -114,32 +145,22 @@ def test_sets_that_differ_by_date_are_refused_unless_allowed(sets, ray_session, 
     assert doc.index("Read this first") < doc.index("What the p-value means")
 
 
-def test_codec_scores_a_memorised_set_lower_than_an_unseen_one(generation_lm, ray_session, tmp_path):
+def test_codec_scores_a_memorised_set_lower_than_an_unseen_one(codec_on_ray):
     """CoDeC needs no validation set. A tiny GPT-2 that memorised 12 passages (seen 20 times: tests/conftest.py)
     against 12 of the same source it never saw: in-set context disturbs the memorised set (mean delta below the
     unseen set's, and more of its passages below 0). On tiny models the share can saturate, so the mean delta is
     the check (ENVIRONMENT.md); this model measured -0.68 vs -0.05 on 40 + 40 such passages."""
-    reports = {}
-    for name in ("members", "held_out"):
-        src = tmp_path / f"{name}.jsonl"
-        src.write_text("".join(json.dumps({"id": p["id"], "text": p["text"]}) + "\n" for p in generation_lm[name])
-                       + ('{"id": "short", "text": "too short"}\n' if name == "members" else ""))
-        out = tmp_path / name
-        res = CliRunner().invoke(app, ["dataset-inference", "--method", "codec", "--suspect", str(src), "--model",
-                                       generation_lm["model"], "--out", str(out), "--shots", "2", "--quiet"],
-                                 catch_exceptions=False)
-        assert res.exit_code == 0, res.output
-        reports[name] = json.loads((out / "report.json").read_text())
-    m, u = reports["members"], reports["held_out"]
+    m, u = codec_on_ray["members"]["report"], codec_on_ray["held_out"]["report"]
     assert m["mean_delta"] < u["mean_delta"] and m["mean_delta_ci"][1] < u["mean_delta_ci"][0], (m, u)
     assert m["contamination_score"] >= u["contamination_score"]
     assert m["contamination_ci"][0] <= m["contamination_score"] <= m["contamination_ci"][1]
     assert m["samples"] + m["samples_skipped"] == m["counts"]["scored"] == 12
     assert m["inputs"]["documents_quarantined"] == 1  # the too-short row, quarantined while reading
-    rows = pq.read_table(tmp_path / "members" / "rows.parquet")
+    members = codec_on_ray["members"]["out"]
+    rows = pq.read_table(members / "rows.parquet")
     assert rows.num_rows == 12 and all(len(c) == 2 for c in rows.column("context_ids").to_pylist())
     assert all(i not in c for i, c in zip(rows.column("id").to_pylist(), rows.column("context_ids").to_pylist()))
-    assert "Contamination score" in (tmp_path / "members" / "report.md").read_text()
+    assert "Contamination score" in (members / "report.md").read_text()
 
 
 @pytest.mark.heavy
@@ -166,30 +187,20 @@ def test_codec_over_a_served_model_equals_local_scoring(generation_lm, ray_sessi
     assert rep["served_model"]["method"] == "echo"
 
 
-def test_without_ray_the_same_passages_scores_and_answers(sets, generation_lm, ray_session, tmp_path):
+def test_without_ray_the_same_passages_scores_and_answers(sets, on_ray, codec_on_ray, generation_lm, tmp_path):
     """`--runner local` (jobs/plane/local_plane.py): staging, the shift guard and the scoring in this process give
     the Ray run's passages, score parts and answer, for Maini's test and for CoDeC."""
-    for runner in ("ray", "local"):
-        result = CliRunner().invoke(app, ["dataset-inference", "--suspect", sets["members"], "--validation",
-                                          sets["unseen"], "--model", sets["model"], "--out", str(tmp_path / runner),
-                                          "--quiet", "--runner", runner], catch_exceptions=False)
-        assert result.exit_code == 0, result.output
-    ray_rep, local_rep = (json.loads((tmp_path / r / "report.json").read_text()) for r in ("ray", "local"))
+    ray_out, ray_rep = on_ray
+    local_rep = run(sets, "members", "unseen", tmp_path / "local", "--runner", "local")
     assert local_rep["runner"] == {"used": "local", "why": "--runner local"} and ray_rep["runner"]["used"] == "ray"
     for key in ("p_value", "t", "weights", "sizes", "inputs", "counts", "shift_check"):
         assert local_rep[key] == ray_rep[key], key
-    for r in ("ray", "local"):
-        assert (tmp_path / r / "scoring" / "scores.parquet").is_dir()
-    a, b = (read_parts(Location(str(tmp_path / r / "scoring")), "token_stats.parquet") for r in ("ray", "local"))
+    for out in (ray_out, tmp_path / "local"):
+        assert (out / "scoring" / "scores.parquet").is_dir()
+    a, b = (read_parts(Location(str(out / "scoring")), "token_stats.parquet") for out in (ray_out, tmp_path / "local"))
     assert a.equals(b)
 
-    src = tmp_path / "set.jsonl"
-    src.write_text("".join(json.dumps({"id": p["id"], "text": p["text"]}) + "\n" for p in generation_lm["members"]))
-    for runner in ("ray", "local"):
-        res = CliRunner().invoke(app, ["dataset-inference", "--method", "codec", "--suspect", str(src), "--model",
-                                       generation_lm["model"], "--out", str(tmp_path / f"codec_{runner}"), "--shots",
-                                       "2", "--quiet", "--runner", runner], catch_exceptions=False)
-        assert res.exit_code == 0, res.output
-    assert pq.read_table(tmp_path / "codec_ray" / "rows.parquet").equals(
-        pq.read_table(tmp_path / "codec_local" / "rows.parquet"))
-    assert json.loads((tmp_path / "codec_local" / "report.json").read_text())["runner"]["used"] == "local"
+    members = codec_on_ray["members"]
+    local = codec(members["src"], generation_lm["model"], tmp_path / "codec_local", "--runner", "local")
+    assert pq.read_table(members["out"] / "rows.parquet").equals(pq.read_table(tmp_path / "codec_local" / "rows.parquet"))
+    assert local["runner"]["used"] == "local" and members["report"]["runner"]["used"] == "ray"

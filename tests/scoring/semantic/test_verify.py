@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import math
+
+from scoring.semantic.anchors import Anchors, anchors
+from scoring.semantic.verify import MIN_WEIGHT, WindowTerms, item_weight, verify
+
+ITEM = ("Tom packs 24 pencils into each of 3 boxes. He gives 5 pencils to each of his 7 friends at Lincoln School. "
+        "How many pencils does Tom have left?")
+REPHRASE = ("Each of the 3 boxes that Tom fills holds 24 pencils. Tom hands out 5 pencils apiece to 7 friends from "
+            "Lincoln School. What number of pencils remains with Tom? He keeps 37.")
+OTHER = ("Sara has 3 bags with 12 marbles in each bag. She gives 5 marbles to her brother. "
+         "How many marbles does Sara have now?")
+GERMAN = ("Tom packt 24 Bleistifte in jede von 3 Schachteln. Er gibt jedem seiner 7 Freunde an der Lincoln School "
+          "5 Bleistifte. Wie viele Bleistifte hat Tom noch?")
+FRENCH = ("Tom range 24 crayons dans chacune des trois bo\u00eetes. Il donne cinq crayons \u00e0 chacun de ses sept "
+          "amis de la Lincoln School. Combien de crayons reste-t-il \u00e0 Tom ?")
+
+
+def test_the_score_is_the_weighted_recall_of_the_items_anchors():
+    item = Anchors(numbers=frozenset({"48", "3"}), entities=frozenset({"Natalia"}), rare_words=frozenset({"barrettes"}))
+    # weights: 48 -> 3, 3 (small) -> 1, an entity -> 2, a rare word -> 1: 7 in all
+    v = verify(item, "Then natalia bought 3 barrettes, not 4.8 of them")
+    assert v.found == {"numbers": 1, "code": 0, "entities": 1, "rare_words": 1}
+    assert v.total == {"numbers": 2, "code": 0, "entities": 1, "rare_words": 1}
+    assert math.isclose(v.score, 4 / 7) and v.weight == 7.0 and not v.abstain
+    assert v.answer_found is None
+    assert v.recall("numbers") == 0.5 and math.isnan(v.recall("code"))
+    assert verify(item, WindowTerms.of("48, 3, Natalia, barrettes")).score == 1.0
+
+
+def test_a_rephrase_scores_high_and_finds_the_answer():
+    item = anchors(ITEM, answer="24 * 3 - 5 * 7 = 37\n#### 37")
+    assert item.numbers == {"24", "3", "5", "7"} and item.entities == {"Tom", "Lincoln", "School"}
+    assert item_weight(item) == 12.0  # 3 + 1 + 1 + 1 + 3 x 2
+    v = verify(item, REPHRASE)
+    assert v.score == 1.0 and v.answer_found is True
+
+
+def test_a_different_problem_sharing_small_numbers_scores_low():
+    v = verify(anchors(ITEM, answer="#### 37"), OTHER)
+    assert v.found["numbers"] == 2  # 3 and 5, the small numbers every such problem has
+    assert math.isclose(v.score, 2 / 12) and v.answer_found is False
+
+
+def test_a_translation_keeps_the_numbers_and_the_names():
+    item = anchors(ITEM)
+    de = verify(item, GERMAN)
+    assert de.recall("numbers") == 1.0 and de.recall("entities") == 1.0 and de.score == 1.0
+    fr = verify(item, FRENCH)  # the French spells 3, 5 and 7 out: only English number words are read
+    assert fr.recall("numbers") == 0.25 and fr.recall("entities") == 1.0
+    assert math.isclose(fr.score, 9 / 12) and fr.score > 3 * verify(item, OTHER).score
+
+
+def test_a_rephrased_code_problem_keeps_its_identifiers():
+    item = anchors("Write a Python function count_vowels(text) that returns how many vowels are in the string. "
+                   "For example, count_vowels(\"banana\") should return 3.")
+    assert item.code == {"count_vowels", "banana"}
+    v = verify(item, "Implement count_vowels(text): given a string, return the number of vowel characters in it; "
+                     "count_vowels('banana') gives 3.")
+    assert v.recall("code") == 1.0 and v.recall("numbers") == 1.0 and v.recall("entities") == 0.0
+    assert math.isclose(v.score, 7 / 9)  # code 3 + 3, the small number 1, of 9 (Python's 2 missing)
+    other = verify(item, "Write a function count_words(text) that returns how many words the string has; "
+                         "count_words(\"a b c\") is 3.")
+    assert math.isclose(other.score, 1 / 9)
+
+
+def test_too_few_anchors_abstain():
+    v = verify(anchors("What is the capital of France?"), "The capital of France is Paris.")
+    assert v.abstain and v.weight == 2.0 < MIN_WEIGHT and v.score == 1.0
+    assert verify(anchors("is it so?"), "anything").score == 0.0  # no anchor at all
+    assert verify(anchors("Ana paid 40 dollars."), "x").abstain  # Ana starts the sentence: 40 alone weighs 3
+    assert not verify(anchors("Then Ana paid 40 dollars."), "x").abstain  # 40 (3) + Ana (2) = 5
+
+
+def test_a_name_at_a_windows_sentence_start_still_counts():
+    item = Anchors(entities=frozenset({"Lincoln"}), code=frozenset({"hello world", "getName"}))
+    v = verify(item, "Lincoln said getname. Then print('hello world').")
+    assert v.found == {"numbers": 0, "code": 2, "entities": 1, "rare_words": 0}
