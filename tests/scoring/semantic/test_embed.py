@@ -101,3 +101,17 @@ def test_long_texts_are_cut_at_max_tokens(tiny_sentence_dir):
     a, b = e.embed([TEXTS[1], TEXTS[1] + " Tom has 3 apples."])
     np.testing.assert_allclose(a, b, atol=1e-6)
     assert Embedder(tiny_sentence_dir, max_tokens=10_000).max_tokens == 128  # the model's max_seq_length
+
+
+def test_a_named_embedder_resolves_under_the_models_folder_or_says_how_to_get_it(tmp_path, monkeypatch,
+                                                                                  tiny_sentence_dir):
+    from scoring.semantic.embed import resolve_embedder
+
+    monkeypatch.setenv("TIDEMARK_MODELS", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="make minilm"):
+        resolve_embedder("minilm")
+    shutil.copytree(tiny_sentence_dir, tmp_path / "all-MiniLM-L6-v2")
+    assert resolve_embedder("minilm") == tmp_path / "all-MiniLM-L6-v2"
+    assert resolve_embedder(str(tiny_sentence_dir)) == tiny_sentence_dir
+    with pytest.raises(FileNotFoundError, match="sentence-transformers model directory"):
+        resolve_embedder(str(tmp_path / "nowhere"))

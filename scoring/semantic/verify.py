@@ -1,0 +1,111 @@
+"""The model-free verifier: does a corpus window hold what a benchmark item is about, by its anchors (anchors.py)?
+
+A high cosine alone is not evidence. Under all-MiniLM-L6-v2, different GSM8K word problems scored 0.31-0.57 against
+each other and a same-template sibling (other names, numbers and months) 0.51, while a French translation of the
+item itself scored 0.36 and English rephrases 0.92-0.94 (a handful of hand-made pairs): the cosine ranks
+candidates, it does not tell a rephrase from a sibling of the same style. A rephrase keeps the item's numbers,
+names and rare words, which rarely all match between different problems, so a candidate found by embedding is
+checked against the item's anchors.
+
+The window is longer than the item (windows.py sizes it to about twice an item), so the measure is recall: the share
+of the item's anchors that occur in the window, weighted by how unlikely each is to occur by chance. Precision (the
+window's anchors found in the item) would punish the context around a copied item.
+
+`score` = Σ weight of the item's anchors found in the window / Σ weight of all of them, in [0, 1].
+`abstain` is True when the item's anchors weigh less than MIN_WEIGHT in all: too little to tell a rephrase from a
+different item ("What is the capital of France?" has one entity). With the weights below that is one multi-digit
+number with an entity, two entities, or four small numbers at least.
+
+An anchor occurs in the window when: a number is among the window's numbers (the same normalisation, anchors.py);
+an identifier, entity or rare word is among the window's words (scoring/overlap/ngrams.py's, lowercased, so a name
+at a sentence start in the window still counts); a string literal is a substring of the window's text.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from scoring.overlap.ngrams import words
+from scoring.semantic.anchors import KINDS, Anchors, numbers
+
+# Why these weights: a number or a code identifier survives a rephrase almost always and two different items share
+# a multi-digit one rarely; a small number (0-10) is in most word problems of a benchmark, so sharing one is weak
+# evidence; a name survives a rephrase and a translation, but a benchmark reuses a few dozen names; a rare word is
+# the first thing a rephraser swaps for a synonym, and a translation loses it.
+WEIGHTS = {"numbers": 3.0, "code": 3.0, "entities": 2.0, "rare_words": 1.0}
+SMALL_NUMBER_WEIGHT = 1.0
+SMALL_NUMBER_MAX = 10
+MIN_WEIGHT = 4.0
+
+
+@dataclass(frozen=True)
+class WindowTerms:
+    """What verify looks up in a window, extracted once however many items are checked against it."""
+
+    text: str
+    numbers: frozenset[str]
+    words: frozenset[str]
+
+    @classmethod
+    def of(cls, text: str) -> "WindowTerms":
+        return cls(text, numbers(text), frozenset(words(text)))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    found: dict[str, int]  # per kind: how many of the item's anchors occur in the window
+    total: dict[str, int]  # per kind: how many anchors the item has
+    score: float  # weighted recall in [0, 1]; 0 when the item has no anchor
+    answer_found: bool | None  # every answer anchor occurs in the window; None when the row has no answer
+    abstain: bool  # the item's anchors weigh < MIN_WEIGHT: too few to decide
+    weight: float = field(default=0.0)  # the item's anchors' total weight
+
+    def recall(self, kind: str) -> float:
+        """found / total for one kind; NaN when the item has no anchor of that kind."""
+        return self.found[kind] / self.total[kind] if self.total[kind] else float("nan")
+
+
+def is_small(number: str) -> bool:
+    value = Decimal(number)
+    return value == value.to_integral_value() and abs(value) <= SMALL_NUMBER_MAX
+
+
+def anchor_weight(kind: str, anchor: str) -> float:
+    if kind == "numbers" and is_small(anchor):
+        return SMALL_NUMBER_WEIGHT
+    return WEIGHTS[kind]
+
+
+def item_weight(item: Anchors) -> float:
+    """The total weight of an item's anchors (abstain below MIN_WEIGHT)."""
+    return sum(anchor_weight(kind, a) for kind in KINDS for a in item.of(kind))
+
+
+def occurs(kind: str, anchor: str, window: WindowTerms) -> bool:
+    if kind == "numbers":
+        return anchor in window.numbers
+    low = anchor.lower()
+    if low in window.words:
+        return True
+    # a string literal ("hello world") or an identifier the window writes differently is looked for as written
+    return kind == "code" and anchor in window.text
+
+
+def verify(item: Anchors, window: str | WindowTerms) -> Verdict:
+    """How much of the item's anchors the window holds (module docstring)."""
+    w = window if isinstance(window, WindowTerms) else WindowTerms.of(window)
+    found, total = {}, {}
+    got = weight = 0.0
+    for kind in KINDS:
+        hits = 0
+        for a in item.of(kind):
+            aw = anchor_weight(kind, a)
+            weight += aw
+            if occurs(kind, a, w):
+                hits += 1
+                got += aw
+        found[kind], total[kind] = hits, len(item.of(kind))
+    answer = None
+    if item.answer:
+        answer = all(a in w.numbers or a in w.words for a in item.answer)
+    return Verdict(found, total, got / weight if weight else 0.0, answer, weight < MIN_WEIGHT, weight)
