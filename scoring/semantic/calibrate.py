@@ -32,6 +32,11 @@ from scoring.stats.proportions import clopper_pearson_ci
 # translation scored 0.36 under that English-only model, below the floor: translations need a multilingual embedder.
 COSINE_FLOOR = 0.5
 ABSTAIN_COSINE = 0.9  # without anchors to check, only passages about as close as a rephrase count
+# The threshold when no null is given: set by hand, NOT calibrated (the calibration study is a later step of issue
+# 57), so a report that uses it states no false-flag rate. At 0.7 a checkable item is flagged when its candidate
+# holds 70% of its anchors' weight (a rephrase that keeps its numbers and names but swaps a rare word passes, a
+# same-template sibling with other names and numbers does not); an abstaining item needs a cosine of 0.97.
+DEFAULT_THRESHOLD = 0.7
 CONFIDENCE = 0.95
 
 

@@ -79,13 +79,18 @@ def window_starts(n_words: int, plan: WindowPlan) -> list[int]:
     return starts + [last]  # range stops short of `last`: the aligned window is never a duplicate
 
 
-def cut_windows(text: str, plan: WindowPlan) -> list[Window]:
-    """The text's windows, with their word and character positions; each window's text is the original substring
-    (from its first word's first character to its last word's last)."""
+def window_offsets(text: str, plan: WindowPlan) -> list[tuple[int, int, int, int]]:
+    """(start_word, n_words, char_start, char_end) of each of the text's windows, without copying their text: a
+    corpus part keeps its documents once and cuts a window's text only when it is embedded."""
     spans = [m.span() for m in WORD.finditer(text)]
     out = []
     for s in window_starts(len(spans), plan):
         e = min(s + plan.size, len(spans))
-        lo, hi = spans[s][0], spans[e - 1][1]
-        out.append(Window(s, e - s, lo, hi, text[lo:hi]))
+        out.append((s, e - s, spans[s][0], spans[e - 1][1]))
     return out
+
+
+def cut_windows(text: str, plan: WindowPlan) -> list[Window]:
+    """The text's windows, with their word and character positions; each window's text is the original substring
+    (from its first word's first character to its last word's last)."""
+    return [Window(s, n, lo, hi, text[lo:hi]) for s, n, lo, hi in window_offsets(text, plan)]

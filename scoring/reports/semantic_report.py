@@ -1,0 +1,204 @@
+"""`tidemark overlap --semantic`'s report content: the rephrased items' headline, their report.md section, the
+report.html section (every flagged item beside its corpus passage with the words they share marked, all escaped by
+the renderer) and semantic.png's bytes, from report.json's `semantic` block. Kept apart from overlap_report.py,
+which stays the verbatim scan's; `with_semantic` joins the two (or makes the page alone, with --n 0)."""
+from __future__ import annotations
+
+import difflib
+import html
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from scoring.reports.figures import png_bytes, pyplot
+from scoring.reports.html import Code, Figure, Marked, Page, Section, Table, left_out, num, pct, pct_interval
+
+WORD = re.compile(r"\w+")
+MIN_RUN = 2  # a run of shared words this long is marked whatever its words; a lone word only if it is an anchor
+
+
+def headline(s: dict) -> str:
+    return (f"{s['flagged']:,} of {s['n']:,} benchmark items ({pct(s['share'])}, 95% CI "
+            f"{pct_interval(s['share_ci'])}) have a rephrase in the corpus.")
+
+
+def threshold_sentence(s: dict) -> str:
+    if s["expected_false_flag_rate"] is None:
+        return (f"Threshold {num(s['threshold'], 2)} on the decision score: {s['threshold_reason']}.")
+    n = s["null"]
+    return (f"Threshold {num(s['threshold'], 3)} on the decision score, set on {n['n']:,} null items (items that "
+            f"cannot be in the corpus): it flags {n['flagged']:,} of them, an expected false-flag rate of "
+            f"{pct(s['expected_false_flag_rate'])} (at most {pct(s['false_flag_upper_bound'])}, one-sided 95% "
+            "Clopper-Pearson).")
+
+
+def rule_sentence(s: dict) -> str:
+    v, w = s["verifier"], s["window"]
+    return (f"Each item's {s['top_k']} nearest corpus windows ({w['size']} words, every {w['stride']}: {w['how']}) "
+            f"by cosine under {s['embedder']['name']} are checked for its anchors (numbers, code, names, rare "
+            f"words); a window below cosine {v['cosine_floor']} scores 0, an item with too few anchors to check "
+            f"scores only when its window's cosine exceeds {v['abstain_cosine']}. A flag means the same problem in "
+            "other words, not a copy; the LLM judge is not run yet.")
+
+
+def anchor_words(item: str) -> set[str]:
+    from scoring.semantic.anchors import KINDS, anchors
+
+    a = anchors(item)
+    return {x.lower() for kind in KINDS for x in a.of(kind)}
+
+
+def shared_spans(item: str, passage: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Character spans of the words an item and a passage share, in each: runs of MIN_RUN or more words in the
+    same order (difflib over lowercased `\\w+` words), and single words that are the item's anchors."""
+    a, b = list(WORD.finditer(item)), list(WORD.finditer(passage))
+    aw, bw = [m.group().lower() for m in a], [m.group().lower() for m in b]
+    keep_a, keep_b = set(), set()
+    for blk in difflib.SequenceMatcher(None, aw, bw, autojunk=False).get_matching_blocks():
+        if blk.size >= MIN_RUN:
+            keep_a.update(range(blk.a, blk.a + blk.size))
+            keep_b.update(range(blk.b, blk.b + blk.size))
+    anchors = anchor_words(item) & set(aw) & set(bw)
+    keep_a.update(i for i, w in enumerate(aw) if w in anchors)
+    keep_b.update(i for i, w in enumerate(bw) if w in anchors)
+    return joined(a, keep_a), joined(b, keep_b)
+
+
+def joined(matches: list, keep: set[int]) -> list[tuple[int, int]]:
+    """The kept words' spans, consecutive kept words joined into one (with what lies between them)."""
+    spans: list[tuple[int, int]] = []
+    for i in sorted(keep):
+        if spans and i - 1 in keep:
+            spans[-1] = (spans[-1][0], matches[i].end())
+        else:
+            spans.append(matches[i].span())
+    return spans
+
+
+def plot_semantic(s: dict) -> bytes:
+    """semantic.png: flagged and unflagged items by their nearest window's cosine and by their decision score."""
+    plt = pyplot()
+    bins = s["histogram"]["bins"]
+    edges = [i / bins for i in range(bins)]
+    fig, axes = plt.subplots(1, 2, figsize=(8.8, 3.2))
+    for ax, key, label in ((axes[0], "cosine", "nearest window's cosine"), (axes[1], "decision", "decision score")):
+        h = s["histogram"][key]
+        ax.bar(edges, h["unflagged"], width=1 / bins, align="edge", color="#bbbbbb", label="not flagged")
+        ax.bar(edges, h["flagged"], width=1 / bins, align="edge", bottom=h["unflagged"], color="#cc3311",
+               label="flagged")
+        ax.set_xlim(0, 1)
+        ax.set_xlabel(label)
+        ax.set_ylabel("benchmark items")
+    axes[1].axvline(s["threshold"], color="#222222", linestyle="--", linewidth=1, label="threshold")
+    axes[1].legend(fontsize=8)
+    fig.suptitle("Benchmark items by their nearest corpus window")
+    fig.tight_layout()
+    return png_bytes(fig)
+
+
+def markdown(r: dict) -> str:
+    s = r["semantic"]
+    c = s["counts"]
+    lines = ["## Rephrased items (`--semantic`)", "", f"**{headline(s)}**", "", f"- {threshold_sentence(s)}",
+             f"- {rule_sentence(s)}",
+             f"- corpus: {c['corpus_files']} file(s), {c['corpus_documents']:,} documents, "
+             f"{c['corpus_quarantined']:,} records quarantined, {c['windows']:,} windows embedded; embedder "
+             f"`{s['embedder']['path']}` (weights {s['embedder']['weights_digest'][:12]})", ""]
+    if s["flagged_items"]:
+        lines += ["| id | decision | cosine | corpus document | passage |", "|---|---|---|---|---|"]
+        for t in s["flagged_items"]:
+            # escaped: a Markdown viewer renders raw HTML, and a corpus passage is untrusted text
+            passage = html.escape(" ".join(t["passage"].split())[:160]).replace("|", "\\|")
+            lines.append(f"| {t['id']} | {t['decision_score']:.3f} | {t['cosine']:.3f} | {t['doc_id']} "
+                         f"(chars {t['char_start']}-{t['char_end']}) | {passage} |")
+        lines.append("")
+    lines += ["Per item: `semantic.parquet` (join on `id`). Plot: `semantic.png`.", ""]
+    return "\n".join(lines)
+
+
+def sections(r: dict, out: Path, title: str = "Rephrased items (semantic overlap)", lead: bool = True
+             ) -> list[Section]:
+    """The semantic section: (its headline and threshold when `lead`; a page of its own says them at the top), the
+    rule, the figure, every flagged item shown (report.json holds up to semantic_run.SHOWN) beside its passage, the
+    settings."""
+    s = r["semantic"]
+    blocks = [*([headline(s), threshold_sentence(s)] if lead else []), rule_sentence(s),
+              Figure(out / "semantic.png", "Flagged and unflagged items by nearest cosine and by decision score")]
+    if s["flagged_items"]:
+        rows = []
+        for t in s["flagged_items"]:
+            item_spans, passage_spans = shared_spans(t["item"], t["passage"])
+            rows.append([Code(t["id"]), Marked(t["item"], item_spans), Marked(t["passage"], passage_spans),
+                         f"{t['doc_id']} (chars {t['char_start']}-{t['char_end']})", num(t["cosine"]),
+                         num(t["decision_score"])])
+        more = s["flagged"] - len(s["flagged_items"])
+        caption = "Shared words are marked" + (f"; {more:,} more flagged items are in semantic.parquet" if more > 0
+                                               else "")
+        blocks.append(Table(["id", "benchmark item", "corpus passage", "corpus document", "cosine", "decision"],
+                            rows, caption=caption))
+    else:
+        blocks.append("No item reached the threshold.")
+    v = s["verifier"]
+    blocks.append(Table(["setting", "value"], [
+        ["embedder", Code(f"{s['embedder']['name']} ({s['embedder']['path']})")],
+        ["weights digest", Code(s["embedder"]["weights_digest"])],
+        ["windows", f"{s['window']['size']} words every {s['window']['stride']} ({s['window']['how']})"],
+        ["nearest windows per item", s["top_k"]],
+        ["verifier weights", ", ".join(f"{k} {w:g}" for k, w in v["weights"].items())
+         + f"; numbers up to {v['small_number_max']} weigh {v['small_number_weight']:g}"],
+        ["abstain below", f"{v['min_weight']:g} of anchor weight"],
+        ["windows embedded", s["counts"]["windows"]]], caption="How the rephrased items were found"))
+    return [Section(title, blocks)]
+
+
+FILES = [("semantic.parquet", "one row per benchmark item: nearest cosine, the corpus window its decision rests on, "
+                              "the verifier's counts, decision score, rephrased"),
+         ("semantic.png", "flagged and unflagged items by cosine and decision score"),
+         ("semantic", "per corpus part: each item's nearest windows (candidates.parquet), the quarantined records, "
+                      "the completion markers"),
+         ("null_quarantine.parquet", "null rows that could not be read")]
+
+
+def files(s: dict) -> list[tuple[str, str]]:
+    return [f for f in FILES if s["null"] is not None or f[0] != "null_quarantine.parquet"]
+
+
+def semantic_page(r: dict, out: Path) -> Page:
+    """The page of a run with --n 0: the semantic pass alone."""
+    s, c = r["semantic"], r["counts"]
+    sc = s["counts"]
+    warnings = []
+    if c["rows_quarantined"]:
+        warnings.append(left_out(c["rows_quarantined"], c["rows_in"], "benchmark rows", "could not be read",
+                                 where="benchmark_quarantine.parquet"))
+    if sc["corpus_quarantined"]:
+        warnings.append(f"{sc['corpus_quarantined']:,} corpus records could not be read and were not searched "
+                        f"({', '.join(f'{k}: {v:,}' for k, v in sorted(sc['corpus_reasons'].items()))}; "
+                        "semantic/quarantine.parquet/).")
+    facts = [("benchmark", Code(r["inputs"]["benchmark"])), ("corpus", Code(r["inputs"]["corpus"])),
+             ("rows", f"{c['rows_in']:,} in, {c['rows_scored']:,} checked, {c['rows_quarantined']:,} quarantined"),
+             ("corpus read", f"{sc['corpus_files']:,} files, {sc['corpus_documents']:,} documents, "
+                             f"{sc['windows']:,} windows"), ("verbatim n-grams", r.get("verbatim", ""))]
+    return Page(kind="corpus overlap (rephrased)", headline=headline(s), summary=threshold_sentence(s), facts=facts,
+                sections=sections(r, out, title="Rephrased items, with their evidence", lead=False),
+                warnings=warnings, files=[("report.json", "the numbers on this page"),
+                                          ("report.md", "this report as Markdown"), *files(s)])
+
+
+def with_semantic(md: str, page: Page | None, r: dict, out: Path) -> tuple[str, Page]:
+    """report.md and report.html with the semantic section: added to the verbatim report, or alone (--n 0)."""
+    s = r["semantic"]
+    if page is None:
+        page = semantic_page(r, out)
+        c = r["counts"]
+        body = "\n".join(["# Tidemark overlap (rephrased items)", "",
+                          f"- benchmark `{r['inputs']['benchmark']}`: {c['rows_in']} rows in, {c['rows_scored']} "
+                          f"checked, {c['rows_quarantined']} quarantined (`benchmark_quarantine.parquet`)",
+                          f"- verbatim n-grams: {r['verbatim']}", "", ""])
+    else:
+        page = replace(page, sections=[*page.sections, *sections(r, out)], files=[*page.files, *files(s)])
+        body = md.rstrip("\n") + "\n\n"
+    if s["expected_false_flag_rate"] is None:
+        page = replace(page, warnings=[*page.warnings, "The rephrase threshold is not calibrated (no --null): how "
+                                       "often it flags an item that is not in the corpus is not known."])
+    return body + markdown(r), page
