@@ -96,7 +96,9 @@ def test_a_model_trained_on_the_training_corpus_shows_its_members(release, corpo
 
     out, _ = release
     texts = [p["text"] for p in corpora["train"]]
-    model = train_tiny_gpt2(texts * 3, tmp_path / "model", tokenizer_texts=texts, seconds=15, seed=0,
+    # a fixed number of steps, not seconds: a wall-clock bound trained 8 steps on a loaded machine and failed
+    # (400 steps: ~15 s on one idle core)
+    model = train_tiny_gpt2(texts * 3, tmp_path / "model", tokenizer_texts=texts, steps=400, seed=0,
                             **KNOWN_MEMBERSHIP_TRAINING)["path"]
     res = CliRunner().invoke(app, ["evaluate", "--benchmark", str(out), "--model", model, "--out",
                                    str(tmp_path / "eval"), "--methods", "loss,min_k", "--quiet"])
