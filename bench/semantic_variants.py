@@ -1,0 +1,107 @@
+"""Variants of the semantic decision rule, measured on the study's own candidates (bench/semantic_study.py): what a
+change to the constants of scoring/semantic/verify.py and calibrate.py would do to recall and false flags, without
+editing scoring/. Each variant re-scores the same top-k windows of every query with verify.py's matching
+(`occurs`) and calibrate.py's decision rule, changing one thing:
+
+- `rare_words_weight_0`: rare words leave the weighted recall (verify.WEIGHTS["rare_words"] 1.0 -> 0). A rephraser
+  swaps them first, and a sibling of the same template keeps them, so they lower a rephrase's score and not a
+  sibling's;
+- `entity_weight_1`: names weigh as a small number (WEIGHTS["entities"] 2.0 -> 1.0): a benchmark reuses a few
+  dozen names, and a small model drops incidental ones ("Middle School", a team's name);
+- `top_10`: only the 10 best windows are verified (k = 10 instead of the study's k);
+- `cosine_tiebreak`: decision + 0.01 x cosine, so that items tied at a verifier score of 1.0 are ordered by cosine
+  and a threshold can fall inside the tie;
+- `target_0.5%` with and without the tie-break: the threshold set at 0.5% of the null instead of 1%.
+The threshold is set on null half A and measured on half B, as in the study.
+
+Also counted: *anchor twins*, never-planted items whose every number and name occurs in one planted sibling of the
+same template. For a verifier that reads numbers and names they are indistinguishable from a rephrase, so their
+share is a floor under any anchor rule's false-flag rate on this data.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from scoring.semantic.anchors import KINDS, Anchors, anchors
+from scoring.semantic.calibrate import ABSTAIN_COSINE, COSINE_FLOOR
+from scoring.semantic.verify import MIN_WEIGHT, WindowTerms, anchor_weight, occurs
+
+
+def weighted_recall(item: Anchors, window: WindowTerms, weight) -> tuple[float, bool]:
+    """verify.verify's score and abstain with another weight function (kind, anchor) -> weight."""
+    got = total = 0.0
+    for kind in KINDS:
+        for a in item.of(kind):
+            w = weight(kind, a)
+            total += w
+            if w and occurs(kind, a, window):
+                got += w
+    return (got / total if total else 0.0), total < MIN_WEIGHT
+
+
+def decision(cos: np.ndarray, ver: np.ndarray, abstain: np.ndarray, tiebreak: float = 0.0) -> np.ndarray:
+    fallback = np.clip((cos - ABSTAIN_COSINE) / (1 - ABSTAIN_COSINE), 0.0, 1.0)
+    out = np.where(cos < COSINE_FLOOR, 0.0, np.where(abstain, fallback, ver))
+    return out + tiebreak * np.where(np.isfinite(cos), cos, 0.0)
+
+
+def rescore(queries, texts, top_ids, top_cos, weight, k: int | None = None, tiebreak: float = 0.0) -> np.ndarray:
+    """Each query's largest decision over its first k candidates, under `weight`."""
+    k = top_ids.shape[1] if k is None else k
+    terms: dict[int, WindowTerms] = {}
+    ver = np.zeros((len(queries), k))
+    abstain = np.zeros((len(queries), k), dtype=bool)
+    for q, it in enumerate(queries):
+        a = anchors(it["input"], answer=it["target"])
+        for j in range(k):
+            w = int(top_ids[q, j])
+            if w < 0 or top_cos[q, j] < COSINE_FLOOR:
+                continue
+            if w not in terms:
+                terms[w] = WindowTerms.of(texts[w])
+            ver[q, j], abstain[q, j] = weighted_recall(a, terms[w], weight)
+    return decision(top_cos[:, :k].astype(float), ver, abstain, tiebreak).max(1)
+
+
+def _rare0(kind, a):
+    return 0.0 if kind == "rare_words" else anchor_weight(kind, a)
+
+
+def _entity1(kind, a):
+    return 1.0 if kind == "entities" else anchor_weight(kind, a)
+
+
+VARIANTS = {"current": (anchor_weight, None, 0.0, 0.01), "rare_words_weight_0": (_rare0, None, 0.0, 0.01),
+            "entity_weight_1": (_entity1, None, 0.0, 0.01), "top_10": (anchor_weight, 10, 0.0, 0.01),
+            "cosine_tiebreak": (anchor_weight, None, 0.01, 0.01),
+            "target_0.5%": (anchor_weight, None, 0.0, 0.005),
+            "target_0.5%_with_tiebreak": (anchor_weight, None, 0.01, 0.005),
+            "rare_words_weight_0_target_0.5%_with_tiebreak": (_rare0, None, 0.01, 0.005)}
+
+
+def measure_variants(queries, role, half, texts, top_ids, top_cos, positives, calibrate, proportion) -> dict:
+    """Recall per rephraser and false flags on the negatives for every variant (calibrate and proportion are the
+    study's, passed in so that the two files do not import each other)."""
+    out = {}
+    for name, (weight, k, tiebreak, target) in VARIANTS.items():
+        s = rescore(queries, texts, top_ids, top_cos, weight, k, tiebreak)
+        cal = calibrate(s[role == "null"], half[role == "null"], target)
+        flags = s >= cal["threshold"]
+        out[name] = {"target_rate": target, "threshold": round(cal["threshold"], 4), "held_out": cal["held_out"],
+                     "recall": {r: proportion(flags[role == r].sum(), (role == r).sum()) for r in positives},
+                     "false_flags_negatives": proportion(flags[role == "negative"].sum(), (role == "negative").sum())}
+    return out
+
+
+def anchor_twins(items: list[dict], planted: list[dict]) -> list[bool]:
+    """For each item: does one planted item of its template hold all its numbers and names?"""
+    by: dict[str, list[tuple[frozenset, frozenset]]] = {}
+    for p in planted:
+        a = anchors(p["input"])
+        by.setdefault(p["template"], []).append((a.numbers, frozenset(e.lower() for e in a.entities)))
+    out = []
+    for it in items:
+        a = anchors(it["input"])
+        ents = frozenset(e.lower() for e in a.entities)
+        out.append(any(a.numbers <= n and ents <= e for n, e in by.get(it["template"], [])))
+    return out
