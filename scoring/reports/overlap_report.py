@@ -94,14 +94,7 @@ def report_page(r: dict, out: Path) -> Page:
             Table(["id", "share", "longest match (words)", "occurrences", "corpus documents", "matched text"],
                   [[Code(t["id"]), num(t["share"]), t["longest_match_words"], t["corpus_occurrences"],
                     ", ".join(t["sources"][:5]), t["snippet"]] for t in r["contamination"]["top"]])]))
-    warnings = []
-    if c["rows_quarantined"]:
-        warnings.append(left_out(c["rows_quarantined"], c["rows_in"], "benchmark rows", "could not be read",
-                                 where="benchmark_quarantine.parquet"))
-    if c["corpus_quarantined"]:
-        warnings.append(f"{c['corpus_quarantined']:,} corpus records could not be read and were not searched "
-                        f"({', '.join(f'{k}: {v:,}' for k, v in sorted(c['corpus_reasons'].items()))}; "
-                        "quarantine.parquet/).")
+    warnings = read_warnings(c, c, "quarantine.parquet/")
     facts = [("benchmark", Code(r["inputs"]["benchmark"])), ("corpus", Code(r["inputs"]["corpus"])),
              ("rows", f"{c['rows_in']:,} in, {c['rows_scored']:,} checked, {c['rows_quarantined']:,} quarantined, "
                       f"{r['contamination']['rows_too_short']:,} too short to check"),
@@ -113,3 +106,17 @@ def report_page(r: dict, out: Path) -> Page:
              ("quarantine.parquet", "corpus records that could not be read")]
     return Page(kind="corpus overlap", headline=headline(r), summary=summary, facts=facts, sections=sections,
                 warnings=warnings, files=files)
+
+
+def read_warnings(counts: dict, corpus: dict, corpus_where: str) -> list[str]:
+    """What a reader must know before any share: the benchmark rows (`counts`) and the corpus records (`corpus`:
+    the verbatim scan's counts or the semantic pass's) that could not be read, and where they are listed."""
+    out = []
+    if counts["rows_quarantined"]:
+        out.append(left_out(counts["rows_quarantined"], counts["rows_in"], "benchmark rows", "could not be read",
+                            where="benchmark_quarantine.parquet"))
+    if corpus["corpus_quarantined"]:
+        out.append(f"{corpus['corpus_quarantined']:,} corpus records could not be read and were not searched "
+                   f"({', '.join(f'{k}: {v:,}' for k, v in sorted(corpus['corpus_reasons'].items()))}; "
+                   f"{corpus_where}).")
+    return out

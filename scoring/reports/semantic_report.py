@@ -11,7 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from scoring.reports.figures import png_bytes, pyplot
-from scoring.reports.html import Code, Figure, Marked, Page, Section, Table, left_out, num, pct, pct_interval
+from scoring.reports.html import Code, Figure, Marked, Page, Section, Table, num, pct, pct_interval
+from scoring.reports.overlap_report import read_warnings
 
 WORD = re.compile(r"\w+")
 MIN_RUN = 2  # a run of shared words this long is marked whatever its words; a lone word only if it is an anchor
@@ -167,14 +168,7 @@ def semantic_page(r: dict, out: Path) -> Page:
     """The page of a run with --n 0: the semantic pass alone."""
     s, c = r["semantic"], r["counts"]
     sc = s["counts"]
-    warnings = []
-    if c["rows_quarantined"]:
-        warnings.append(left_out(c["rows_quarantined"], c["rows_in"], "benchmark rows", "could not be read",
-                                 where="benchmark_quarantine.parquet"))
-    if sc["corpus_quarantined"]:
-        warnings.append(f"{sc['corpus_quarantined']:,} corpus records could not be read and were not searched "
-                        f"({', '.join(f'{k}: {v:,}' for k, v in sorted(sc['corpus_reasons'].items()))}; "
-                        "semantic/quarantine.parquet/).")
+    warnings = read_warnings(c, sc, "semantic/quarantine.parquet/")
     facts = [("benchmark", Code(r["inputs"]["benchmark"])), ("corpus", Code(r["inputs"]["corpus"])),
              ("rows", f"{c['rows_in']:,} in, {c['rows_scored']:,} checked, {c['rows_quarantined']:,} quarantined"),
              ("corpus read", f"{sc['corpus_files']:,} files, {sc['corpus_documents']:,} documents, "
