@@ -1,5 +1,7 @@
 """From the passes' results to the files of a release: the sampling plan on the driver, then (as tasks, so that the
-driver never holds rows) the debiased mode, the data files per bucket, the excluded/ parts and the shift audit.
+driver never holds rows) the row steps after sampling (the rows an overlap found rephrased in a model's corpus,
+curation/release/rephrased.py; then the debiased mode), the data files per bucket, the excluded/ parts and the
+shift audit.
 
 `finish_release` is written against a tiny executor interface so that the local runner calls the functions
 directly and the Ray runner (jobs/parts/release/build.py) submits them as tasks on the node that holds the staging
@@ -23,6 +25,8 @@ from curation.document import ReconcileError
 from curation.document import QUARANTINE_SCHEMA
 from curation.release.layout import BENCHMARK_SCHEMA, PARQUET_OPTIONS, data_file_name, sha256_file
 from curation.release.passes import EXCLUDED_SCHEMA, SAMPLED_SCHEMA, excluded_partition
+from curation.release.rephrased import STAGE as REPHRASED_STAGE
+from curation.release.rephrased import RephrasedDropError, RephrasedOverlap, drop_rephrased
 
 # excluded/ is as long as the corpus (most documents are dropped somewhere): it is written in parts of about this
 # many rows, by hash of id. The part count depends only on the input and the config, so the bytes are stable.
@@ -104,22 +108,41 @@ def write_excluded_part(stage: Path, part: int, parts: int, *excluded: pa.Table)
     return name, _write(table.cast(QUARANTINE_SCHEMA), Path(stage) / name)
 
 
+def _row_step(stage: str, rows: list[dict], kept: list[dict], dropped: list[dict], parts: int) -> tuple:
+    """A row step's (kept rows, the dropped rows as exclusions of `stage`, {step, by_label_bucket}): what every
+    step after sampling hands on, so that the counts add up the same way for each."""
+    if len(kept) + len(dropped) != len(rows):
+        raise ReconcileError(f"{stage}: {len(rows)} rows in, {len(kept)} kept + {len(dropped)} dropped")
+    kept_table = pa.Table.from_pylist([{k: r[k] for k in SAMPLED_SCHEMA.names} for r in kept], schema=SAMPLED_SCHEMA)
+    excluded = pa.Table.from_pylist([{"id": str(d["id"]), "stage": stage, "reason": d["reason"],
+                                      "detail": str(d["detail"]), "part": excluded_partition(str(d["id"]), parts)}
+                                     for d in dropped], schema=EXCLUDED_SCHEMA)
+    step = {"step": stage, "unit": "rows", "in": len(rows), "kept": len(kept),
+            "dropped": dict(sorted(Counter(d["reason"] for d in dropped).items()))}
+    sampled_cells = Counter((LABEL_NAMES[r["label"]], int(r["bucket"])) for r in kept)
+    return kept_table, excluded, {"step": step, "by_label_bucket": by_label_bucket(sampled_cells)}
+
+
 def debias_task(cfg: Mapping[str, Any], parts: int, *sampled: pa.Table) -> tuple[pa.Table, pa.Table, dict]:
     """The debiased mode over the sampled rows: (kept rows, the dropped rows as exclusions, {report, step})."""
     from curation.shift.debias import debias_release
 
     rows = _release_rows(sampled)
     kept, dropped, report = debias_release(rows, dict(cfg))
-    if len(kept) + len(dropped) != len(rows):
-        raise ReconcileError(f"debias: {len(rows)} rows in, {len(kept)} kept + {len(dropped)} dropped")
-    kept_table = pa.Table.from_pylist([{k: r[k] for k in SAMPLED_SCHEMA.names} for r in kept], schema=SAMPLED_SCHEMA)
-    excluded = pa.Table.from_pylist([{"id": str(d["id"]), "stage": "debias", "reason": d["reason"],
-                                      "detail": str(d["detail"]), "part": excluded_partition(str(d["id"]), parts)}
-                                     for d in dropped], schema=EXCLUDED_SCHEMA)
-    step = {"step": "debias", "unit": "rows", "in": len(rows), "kept": len(kept),
-            "dropped": dict(sorted(Counter(d["reason"] for d in dropped).items()))}
-    sampled_cells = Counter((LABEL_NAMES[r["label"]], int(r["bucket"])) for r in kept)
-    return kept_table, excluded, {"report": report, "step": step, "by_label_bucket": by_label_bucket(sampled_cells)}
+    kept_table, excluded, meta = _row_step("debias", rows, kept, dropped, parts)
+    return kept_table, excluded, {**meta, "report": report}
+
+
+def rephrased_task(overlaps: Sequence[RephrasedOverlap], parts: int, *sampled: pa.Table) -> tuple:
+    """--drop-rephrased over the sampled rows: (kept rows, the dropped as exclusions, {record, step}); an overlap
+    that joins no row comes back as {"error": why}, raised on the driver (not inside a Ray task's traceback)."""
+    rows = _release_rows(sampled)
+    try:
+        kept, dropped, record = drop_rephrased(rows, overlaps)
+    except RephrasedDropError as exc:
+        return SAMPLED_SCHEMA.empty_table(), EXCLUDED_SCHEMA.empty_table(), {"error": str(exc)}
+    kept_table, excluded, meta = _row_step(REPHRASED_STAGE, rows, kept, dropped, parts)
+    return kept_table, excluded, {**meta, "record": record}
 
 
 def shift_audit_task(cfg: Mapping[str, Any], *sampled: pa.Table) -> dict | None:
@@ -141,17 +164,29 @@ class LocalExecutor:
 
 
 def finish_release(cfg: Mapping[str, Any], stage: Path, tally: Tally, sampled: list, excluded: list, parts: int,
-                   *, executor, log: Callable[[str], None] = lambda _: None) -> dict:
-    """Debias (when asked), write data/ and excluded/ into `stage`, audit; count and reconcile. `sampled` and
-    `excluded` are the passes' tables (or object references to them). Returns {counts, files, created_at,
-    shift_audit, debias}."""
+                   *, executor, log: Callable[[str], None] = lambda _: None,
+                   rephrased: Sequence[RephrasedOverlap] = ()) -> dict:
+    """The row steps after sampling (--drop-rephrased's `rephrased`, then debias when asked), write data/ and
+    excluded/ into `stage`, audit; count and reconcile. `sampled` and `excluded` are the passes' tables (or object
+    references to them). Returns {counts, files, created_at, shift_audit, debias, rephrased}."""
     counts = count_steps(tally, monthly=bool(cfg["cutoffs"]["monthly_nonmembers"]))
+    row_steps = []  # each drops rows after sampling: the files lack them, the counts gain a step
+    record = None
+    if rephrased:
+        kept, dropped, meta = executor.submit(rephrased_task, list(rephrased), parts, *sampled, num_returns=3)
+        meta = executor.get(meta)
+        if "error" in meta:
+            raise RephrasedDropError(meta["error"])
+        record = meta["record"]
+        sampled, excluded = [kept], [*excluded, dropped]
+        row_steps.append(meta)
     debias = None
     if (cfg.get("debias") or {}).get("enabled"):
         kept, dropped, meta = executor.submit(debias_task, dict(cfg), parts, *sampled, num_returns=3)
         debias = executor.get(meta)
         log(f"debias: {debias['report'].get('message', '')}")
         sampled, excluded = [kept], [*excluded, dropped]
+        row_steps.append(debias)
     audit = executor.submit(shift_audit_task, dict(cfg), *sampled)
     writes = [executor.submit(write_bucket_file, stage, b, *sampled) for b in sorted(cfg["buckets"])]
     writes += [executor.submit(write_excluded_part, stage, p, parts, *excluded) for p in range(parts)]
@@ -159,17 +194,16 @@ def finish_release(cfg: Mapping[str, Any], stage: Path, tally: Tally, sampled: l
     files = {w[0]: w[1] for w in written}
     rows_written = sum(info["rows"] for name, info in files.items() if name.startswith("data/"))
     excluded_written = sum(info["rows"] for name, info in files.items() if name.startswith("excluded/"))
-    debias_dropped = sum(debias["step"]["dropped"].values()) if debias else 0
-    reconcile(counts, tally, rows_written=rows_written + debias_dropped,
-              excluded_written=excluded_written - debias_dropped,
+    after = sum(sum(m["step"]["dropped"].values()) for m in row_steps)
+    reconcile(counts, tally, rows_written=rows_written + after, excluded_written=excluded_written - after,
               duplicate_row_ids=sum(w[2] for w in written if len(w) == 3))
-    if debias:
-        counts = _with_debias(counts, debias)
-        if counts["rows_out"] != rows_written or counts["excluded"] != excluded_written:
-            raise ReconcileError("debias: the counts and the files written disagree")
+    for meta in row_steps:
+        counts = _with_step(counts, meta)
+    if counts["rows_out"] != rows_written or counts["excluded"] != excluded_written:
+        raise ReconcileError("the steps after sampling: the counts and the files written disagree")
     log(f"shift audit: blind classifiers on {counts['rows_out']} rows ...")
     return {"counts": counts, "files": files, "shift_audit": executor.get(audit),
-            "debias": debias["report"] if debias else None,
+            "debias": debias["report"] if debias else None, "rephrased": record,
             "created_at": {"min": tally.created_min and _iso(tally.created_min),
                            "max": tally.created_max and _iso(tally.created_max)}}
 
@@ -180,13 +214,14 @@ def _iso(value: str) -> str:
     return utc(value).isoformat()
 
 
-def _with_debias(counts: dict, debias: Mapping[str, Any]) -> dict:
-    step = debias["step"]
+def _with_step(counts: dict, meta: Mapping[str, Any]) -> dict:
+    """The counts with one more row step after sampling: its drops, and the rows and cells it kept."""
+    step = meta["step"]
     counts = dict(counts)
     counts["steps"] = [*counts["steps"], step]
     reasons = Counter(counts["dropped_by_reason"]) + Counter(step["dropped"])
     counts["dropped_by_reason"] = dict(sorted(reasons.items()))
     counts["excluded"] += sum(step["dropped"].values())
     counts["rows_out"] = step["kept"]
-    counts["by_label_bucket"] = debias["by_label_bucket"]
+    counts["by_label_bucket"] = meta["by_label_bucket"]
     return counts

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -219,9 +219,9 @@ def decide_release(block: pa.Table, cfg: Mapping[str, Any]):
     return excluded, sampled, tally, plan.excluded_parts
 
 
-def run_local(cfg: Mapping[str, Any], stage: Path) -> dict:
+def run_local(cfg: Mapping[str, Any], stage: Path, rephrased: Sequence = ()) -> dict:
     """The whole build in this process, written to `stage`; returns what the manifest needs
-    (curation.release.output.finish_release)."""
+    (curation.release.output.finish_release; `rephrased`: --drop-rephrased's overlaps)."""
     from curation.release import output as release_output
 
     documents = sources.iter_documents(sources.source_config(cfg), deferred=True)
@@ -229,4 +229,4 @@ def run_local(cfg: Mapping[str, Any], stage: Path) -> dict:
     block = pa.concat_tables(tables) if tables else ANNOTATED_SCHEMA.empty_table()
     excluded, sampled, tally, parts = decide_release(block, cfg)
     return release_output.finish_release(cfg, stage, tally, [sampled], [excluded], parts,
-                                         executor=release_output.LocalExecutor())
+                                         executor=release_output.LocalExecutor(), rephrased=rephrased)

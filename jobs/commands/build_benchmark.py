@@ -13,12 +13,16 @@ runner or on task order.
 `--cutoff-from OUT/report.json` takes the two cutoff dates from a model's measured training cutoff (`tidemark
 cutoff`; scoring/cutoff/estimate.py's member_window) as ordinary `--set cutoffs.*` overrides, and the manifest
 records the measurement under `cutoff_from` (`cutoff_overrides` below; docs/build-benchmark.md).
+
+`--drop-rephrased OUT` drops the non-members an `overlap --semantic` run over a build of this release found
+rephrased in a model's corpus, after sampling (curation/release/rephrased.py; the OUT is read and checked first,
+jobs/parts/release/rephrased_overlaps.py); the manifest records it under `drop_rephrased`.
 """
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 import typer
 
@@ -29,7 +33,7 @@ from jobs.parts.release.parsed_shards import BUILD_DIR
 
 def build(cfg: Mapping[str, Any], out: Path | str, *, overrides: tuple[str, ...] = (), runner: str = "ray",
           overwrite: bool = False, skip_existing: bool = False, resume: bool = True, progress: bool = True,
-          cutoff_from: Mapping[str, Any] | None = None) -> dict:
+          cutoff_from: Mapping[str, Any] | None = None, rephrased: Sequence = ()) -> dict:
     """Build and write a release; returns its manifest. Raises ReconcileError before writing if counts are off.
 
     `out` is a local directory or an s3:// prefix. The release is written to a staging directory first and then
@@ -38,7 +42,9 @@ def build(cfg: Mapping[str, Any], out: Path | str, *, overrides: tuple[str, ...]
     no-op (a scheduled job that runs twice for one period), and a partial one is rebuilt. The Ray runner keeps its
     parsed shards under OUT/_build until the release is published, so that a cut-off build `resume`s from them
     (jobs/parts/release/parsed_shards.py). `cutoff_from` (the record `cutoff_overrides` returns) goes into the manifest as
-    `cutoff_from`: the measured cutoff the dates came from."""
+    `cutoff_from`: the measured cutoff the dates came from. `rephrased` (jobs/parts/release/rephrased_overlaps.py's
+    read of --drop-rephrased) drops the non-members those overlaps flagged, after sampling; the manifest records it
+    as `drop_rephrased`. An overlap that joins no row of the release raises RephrasedDropError, nothing written."""
     from curation import sources
     from curation.release.layout import build_manifest, write_manifest
     from curation.release.text_defects import release_defects
@@ -58,7 +64,7 @@ def build(cfg: Mapping[str, Any], out: Path | str, *, overrides: tuple[str, ...]
               "instance profile, and are redacted from the manifest")
     started = time.perf_counter()
     with release_io.staging(dest) as stage:
-        out = _run(cfg, stage, runner, dest, resume=resume, progress=progress)
+        out = _run(cfg, stage, runner, dest, resume=resume, progress=progress, rephrased=rephrased)
         for step in out["counts"]["steps"]:
             dropped = ", ".join(f"{k}={v}" for k, v in step["dropped"].items()) or "-"
             log(f"{step['step']:<13} {step['unit']:<9} in {step['in']:>7}  kept {step['kept']:>7}  "
@@ -69,6 +75,11 @@ def build(cfg: Mapping[str, Any], out: Path | str, *, overrides: tuple[str, ...]
                                   cutoff_from=cutoff_from)
         if out["debias"] is not None:
             manifest["debias"] = out["debias"]
+        if out.get("rephrased") is not None:
+            from jobs.parts.release.rephrased_overlaps import log_record
+
+            manifest["drop_rephrased"] = out["rephrased"]
+            log_record(out["rephrased"], log)
         if cfg["source"].get("kind") == "corpus":
             manifest["corpus_overlap"] = _corpus_overlap(cfg, stage, out.get("training_overlap"))
         defects = manifest["text_defects"] = release_defects(stage, float(cfg["text_defects"]["max_share"]))
@@ -102,12 +113,13 @@ def _corpus_overlap(cfg: Mapping[str, Any], stage: Path, computed: dict | None) 
             "kept_nonmembers": kept_nonmember_overlap(stage, found, max_overlap)}
 
 
-def _run(cfg: Mapping[str, Any], stage: Path, runner: str, dest, *, resume: bool, progress: bool) -> dict:
+def _run(cfg: Mapping[str, Any], stage: Path, runner: str, dest, *, resume: bool, progress: bool,
+         rephrased: Sequence = ()) -> dict:
     """Run the build into `stage` with the chosen runner; returns counts, files, audit and dates."""
     from curation.stages.pipeline import run_local
 
     if runner == "local":
-        return run_local(cfg, stage)
+        return run_local(cfg, stage, rephrased)
     if runner != "ray":
         raise ValueError(f"runner must be 'ray' or 'local', got {runner!r}")
     import ray
@@ -120,7 +132,7 @@ def _run(cfg: Mapping[str, Any], stage: Path, runner: str, dest, *, resume: bool
 
         ensure_ray(log_to_driver=False, logging_level="INFO")
     try:
-        return run_ray(cfg, stage, dest, log, resume=resume, progress=progress)
+        return run_ray(cfg, stage, dest, log, resume=resume, progress=progress, rephrased=rephrased)
     finally:
         if owns_ray:
             ray.shutdown()
@@ -329,6 +341,11 @@ def build_benchmark(
     gap_months: Optional[int] = typer.Option(
         None, "--gap-months", min=0, help=f"With --cutoff-from: months left out on each side of the cutoff's "
         f"interval (default {DEFAULT_GAP_MONTHS}): documents near a cutoff are partly in training."),
+    drop_rephrased: list[str] = typer.Option(
+        [], "--drop-rephrased", help="Drop the non-members a model's corpus holds in other words: the OUT of "
+        "`tidemark overlap --semantic` run with a build of this release as --benchmark (repeatable). Its rows join "
+        "the release's by id, else by text; flagged members are kept. The dropped rows are in excluded/ (stage "
+        "rephrased, reason rephrased_in_corpus) and the manifest records it under drop_rephrased."),
 ) -> None:
     """Build a versioned membership benchmark (members before a cutoff, non-members after) from a config."""
     from curation.config import ConfigError, load_config
@@ -360,8 +377,16 @@ def build_benchmark(
             exc = ConfigError(f"{exc} (with the dates from --cutoff-from: member_before {measured['member_before']}, "
                               f"nonmember_after {measured['nonmember_after']})")
         raise typer.BadParameter(str(exc)) from exc
-    build(cfg, out, overrides=tuple(set_), runner=runner, overwrite=overwrite, skip_existing=skip_existing,
-          resume=resume, progress=progress, cutoff_from=measured)
+    from curation.release.rephrased import RephrasedDropError
+    from jobs.parts.release.rephrased_overlaps import read_overlaps
+
+    try:  # an OUT that cannot serve is refused before the build; one that joins no row, once the rows are sampled
+        overlaps = read_overlaps(drop_rephrased)
+        build(cfg, out, overrides=tuple(set_), runner=runner, overwrite=overwrite, skip_existing=skip_existing,
+              resume=resume, progress=progress, cutoff_from=measured, rephrased=overlaps)
+    except RephrasedDropError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
 
 
 def register(app: typer.Typer) -> None:

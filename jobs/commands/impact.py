@@ -33,8 +33,9 @@ class ImpactConfig:
     out: str = option(help="output directory (report.json, items.parquet, report.md, report.html)")
     evidence: Optional[list[str]] = option(
         None, "per-item evidence, repeatable: an OUT of `tidemark overlap` (the share of the item's n-grams found in "
-        "a corpus; a run over the answers is answer evidence), `evaluate` or `audit` (a detector, thresholded at "
-        "--detector-fpr on the run's items the model cannot have seen); `answer=OUT` or `input=OUT` names the role")
+        "a corpus; a run over the answers is answer evidence; with --semantic, its rephrased items too: the "
+        "`rephrased_leaked` split), `evaluate` or `audit` (a detector, thresholded at --detector-fpr on the run's "
+        "items the model cannot have seen); `answer=OUT` or `input=OUT` names the role")
     reference_results: Optional[list[str]] = option(
         None, "the same tasks' results for reference models (older models, or models trained on decontaminated "
         "data): the difference-in-differences, so that leaked items that are merely easier are not called inflation")
@@ -105,6 +106,12 @@ def run_impact(cfg: ImpactConfig) -> dict:
 
     t0, phases = time.perf_counter(), PhaseClock()
     methods = chosen_methods(cfg)
+    try:  # evidence that cannot be read is refused before OUT is created
+        sources = [src for e in (cfg.evidence or []) for src in read_evidence(e, cfg.evidence_settings())] \
+            if "splits" in methods else []
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--evidence") from None
+    phases.lap("evidence")
     dest, out = open_output(cfg.out)
     sizes = _input_bytes([*cfg.results, *(cfg.reference_results or []), *(cfg.reference_benchmark_results or [])])
     runner, why = start_runner(cfg.runner, sizes, actors=0, gpus_per_actor=0.0)
@@ -113,12 +120,6 @@ def run_impact(cfg: ImpactConfig) -> dict:
             for name, specs in (("results", cfg.results), ("reference", cfg.reference_results),
                                 ("reference_benchmark", cfg.reference_benchmark_results))}
     phases.lap("results (workers)" if runner.name == "ray" else "results (local runner)")
-    try:
-        sources = [read_evidence(e, cfg.evidence_settings()) for e in (cfg.evidence or [])] \
-            if "splits" in methods else []
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--evidence") from None
-    phases.lap("evidence")
     records, items, matching = measure_tasks(cfg, read, sources, methods)
     phases.lap("statistics")
     write_items(items, out / "items.parquet")
@@ -185,5 +186,5 @@ def register(app: typer.Typer) -> None:
         doc="How much did contamination inflate a benchmark score? Per-item results (lm-evaluation-harness "
             "--log_samples, or id/input/score files) joined with Tidemark's evidence (overlap, evaluate, audit): the "
             "clean-subset score beside the full one, each split's score (clean / input leaked / input and answer "
-            "leaked), the leaked-minus-clean gap and its test, the difference-in-differences against reference "
-            "models, and ConStat against a reference benchmark."))
+            "leaked / rephrased) and its gap to clean, the leaked-minus-clean gap and its test, the "
+            "difference-in-differences against reference models, and ConStat against a reference benchmark."))

@@ -110,3 +110,18 @@ def read_benchmark(path: str | Path, *, text_field: str | None = None, require_l
                 seen.add(row["id"])
                 rows.append(row)
     return rows, quarantined
+
+
+def text_keys(path: str | None, text_field: str | None = None) -> dict[str, int | None]:
+    """id → join key (scoring/overlap/ngrams.text_key) of every readable row of a benchmark another job read: how
+    `impact` and `build-benchmark --drop-rephrased` find that job's rows by text when the ids differ. {} where it
+    cannot be read here (no path, on s3://, or gone since)."""
+    from scoring.overlap.ngrams import text_key
+
+    if not path or str(path).startswith("s3://"):
+        return {}
+    try:
+        rows, _ = read_benchmark(path, text_field=text_field, require_label=False)
+    except (FileNotFoundError, OSError):
+        return {}
+    return {r["id"]: text_key(r["input"]) for r in rows}

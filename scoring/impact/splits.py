@@ -4,11 +4,18 @@ The splits follow lm-evaluation-harness's decontamination report (issue 1056): `
 seen), `input_leaked` (the question was seen, its answer not), `input_and_answer_leaked` (both). `answer_leaked`
 (the answer string seen, the question not) is kept apart rather than folded into clean or leaked: a short answer
 ("4", "Paris") turns up in any corpus, so it is weak evidence, and the report shows that split only when it is
-not empty.
+not empty. `rephrased_leaked` (the question found in a corpus in other words by `overlap --semantic`, and not
+verbatim) is Tidemark's own fifth: a question copied verbatim is usually found by the semantic pass too, and the
+verbatim split, the stronger evidence, names it; so this split holds the items only a rephrase of the question
+gives away (a rephrased question whose bare answer string was also seen is here too, not in the weak
+`answer_leaked`). It is not clean either: the clean subset is clean of rephrases as well as of copies.
 
-Evidence comes in two kinds:
+Evidence comes in three kinds:
 - an overlap share (the fraction of an item's n-grams found in the corpus): GPT-3 and lm-eval call an item dirty
   if any 13-gram overlaps, i.e. share > 0;
+- a rephrase decision (semantic.parquet's `rephrased`: the item's decision score, from its best candidate corpus
+  window, at or above a threshold set on items that cannot be in the corpus, or an LLM judge's verdict where one
+  was asked);
 - a membership detector's score: a threshold calibrated on items the model cannot have seen (published after its
   cutoff, or freshly written), so that at most a chosen share of those would be flagged.
 """
@@ -18,7 +25,7 @@ import math
 
 import numpy as np
 
-SPLITS = ("clean", "input_leaked", "input_and_answer_leaked", "answer_leaked")
+SPLITS = ("clean", "input_leaked", "input_and_answer_leaked", "answer_leaked", "rephrased_leaked")
 
 
 def _as_bool(name: str, values) -> np.ndarray:
@@ -33,18 +40,19 @@ def _as_bool(name: str, values) -> np.ndarray:
     raise ValueError(f"{name} must be booleans (or 0/1 integers), got dtype {a.dtype}")
 
 
-def label_splits(input_leaked, answer_leaked=None) -> np.ndarray:
+def label_splits(input_leaked, answer_leaked=None, rephrased=None) -> np.ndarray:
     """Each item's split name (one of SPLITS). Without answer evidence (`answer_leaked` None) an item is only
-    `clean` or `input_leaked`: saying "input and answer" would claim evidence nobody looked for."""
+    `clean` or `input_leaked`: saying "input and answer" would claim evidence nobody looked for. `rephrased` (None:
+    no semantic evidence) puts an item whose question no verbatim evidence flagged into `rephrased_leaked`."""
     inp = _as_bool("input_leaked", input_leaked)
-    if answer_leaked is None:
-        ans = np.zeros(inp.size, dtype=bool)
-    else:
-        ans = _as_bool("answer_leaked", answer_leaked)
-        if ans.size != inp.size:
-            raise ValueError(f"input_leaked has {inp.size} items, answer_leaked {ans.size}")
-    # codes index SPLITS: 0 clean, 1 input only, 2 both, 3 answer only
-    codes = np.where(inp, np.where(ans, 2, 1), np.where(ans, 3, 0))
+    others = {}
+    for name, values in (("answer_leaked", answer_leaked), ("rephrased", rephrased)):
+        others[name] = np.zeros(inp.size, dtype=bool) if values is None else _as_bool(name, values)
+        if others[name].size != inp.size:
+            raise ValueError(f"input_leaked has {inp.size} items, {name} {others[name].size}")
+    ans, reph = others["answer_leaked"], others["rephrased"]
+    # codes index SPLITS: 0 clean, 1 input only, 2 both, 3 answer only, 4 the question rephrased, not verbatim
+    codes = np.where(inp, np.where(ans, 2, 1), np.where(reph, 4, np.where(ans, 3, 0)))
     return np.asarray(SPLITS)[codes]
 
 

@@ -23,6 +23,7 @@ broadcasting a text index to every word or window (bench numbers in docs/overlap
 """
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Iterable, Sequence
 
@@ -54,6 +55,16 @@ _fill([0])  # ASCII and Latin-1: an ASCII batch never needs another block
 def words(text: str) -> list[str]:
     """The text's words: `\\w+` runs of its lowercased form."""
     return WORD.findall(text.lower())
+
+
+def text_key(text) -> int | None:
+    """A text's 64-bit join key: its `words` joined by one space, hashed (blake2b). Two texts that differ only in
+    case, spacing or punctuation share it: how `impact` finds its evidence's items and `build-benchmark
+    --drop-rephrased` an overlap's rows when the ids differ. None for a text with no word (or not a string)."""
+    if not isinstance(text, str):
+        return None
+    w = words(text)
+    return int.from_bytes(hashlib.blake2b(" ".join(w).encode(), digest_size=8).digest(), "little") if w else None
 
 
 def word_spans(text: str, limit: int | None = None) -> list[tuple[int, int]] | None:

@@ -15,7 +15,7 @@ from scoring.reports.html import DASH, num
 CI = "95% CI"
 ACCURACY = re.compile(r"acc|exact_match|^em$|pass@|correct", re.IGNORECASE)
 SHORT = {"clean": "clean", "input_leaked": "question\nleaked", "input_and_answer_leaked": "question +\nanswer",
-         "answer_leaked": "answer\nonly"}
+         "answer_leaked": "answer\nonly", "rephrased_leaked": "question\nrephrased"}
 
 
 def _scores(r: dict) -> list[float]:
@@ -58,7 +58,7 @@ def _plain(text: str) -> str:
 def _splits_panel(ax, r: dict, f: float, prop: bool) -> None:
     rows = [("every\nitem", r.get("n"), r.get("full_score"), r.get("full_ci"), "#777777")]
     colours = {"clean": "#4477aa", "input_leaked": "#ee6677", "input_and_answer_leaked": "#aa3377",
-               "answer_leaked": "#ccbb44"}
+               "answer_leaked": "#ccbb44", "rephrased_leaked": "#66ccee"}
     rows += [(SHORT.get(s["split"], s["split"]), s.get("n"), s.get("score"), [s.get("ci_low"), s.get("ci_high")],
               colours.get(s["split"], "#333333")) for s in r.get("splits") or []]
     for k, (_, _, y, ci, colour) in enumerate(rows):

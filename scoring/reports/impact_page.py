@@ -23,7 +23,8 @@ __all__ = ["conclusion", "is_proportion", "plot_task", "report_markdown", "repor
 UNMATCHED_SHARE = 0.10  # warn when at least this share of a task's items had no evidence
 SPLIT_LABELS = {"clean": "clean (no evidence of a leak)", "input_leaked": "question leaked, answer not",
                 "input_and_answer_leaked": "question and answer leaked",
-                "answer_leaked": "answer leaked, question not"}
+                "answer_leaked": "answer leaked, question not",
+                "rephrased_leaked": "question found rephrased, not verbatim"}
 
 FILES = (("report.md", "this report's sentences and tables as Markdown"),
          ("report.json", "every number here, per task and model (scores, CIs, gap, p, difference-in-differences, "
@@ -44,7 +45,10 @@ NOT_SHOWN = (
     "inflated: it measures performance that does not generalise, whatever its cause.",
     "A rephrased reference benchmark can itself be contaminated (the rephrasings, or the originals they echo), "
     "which makes ConStat's expected score too high and its inflation too small.",
-    "Items no evidence source matched are left out of the splits: they are neither clean nor leaked.")
+    "Items no evidence source matched are left out of the splits: they are neither clean nor leaked.",
+    "A rephrase flag (overlap --semantic) rests on a threshold set at a false-flag rate on items that cannot be in "
+    "the corpus, so some flagged items are false; and a rephrase the embedder's nearest windows missed leaves its "
+    "item in the clean subset.")
 
 
 # ---------------------------------------------------------------------------------------------- numbers in words
@@ -79,9 +83,15 @@ def _gap_p(r: dict, permutations) -> str:
 
 def _leaked_words(r: dict) -> str:
     names = {s["split"] for s in r.get("splits") or []} - {"clean"}
+    rephrased = "rephrased_leaked" in names
+    names.discard("rephrased_leaked")
+    if rephrased and not names:
+        return "whose question was found rephrased"
     if names == {"answer_leaked"}:
-        return "whose answer leaked"
-    return "whose question or answer leaked" if "answer_leaked" in names else "whose question leaked"
+        words = "whose answer leaked"
+    else:
+        words = "whose question or answer leaked" if "answer_leaked" in names else "whose question leaked"
+    return words + (", verbatim or rephrased," if rephrased else "")
 
 
 def _overall(r: dict, prop: bool) -> str:
@@ -235,6 +245,10 @@ def comparison_rows(r: dict, permutations=None) -> list[list]:
                         r["full_minus_clean"], r.get("full_minus_clean_ci")))
     if r.get("gap") is not None:
         rows.append(row("leaked minus clean (the gap)", r["gap"], r.get("gap_ci"), _gap_p(r, permutations)))
+    leaked = [s for s in r.get("splits") or [] if s["split"] != "clean" and s.get("gap") is not None]
+    if len(leaked) > 1:  # each leaked split's own gap (with one, it is the gap above)
+        rows += [row(f"{SPLIT_LABELS.get(s['split'], s['split'])} minus clean", s["gap"], s.get("gap_ci"),
+                     _gap_p(s, permutations)) for s in leaked]
     if r.get("did") is not None:
         rows.append(row("reference models' gap (mean)", r.get("reference_gap")))
         missing = r.get("reference_missing") or {}

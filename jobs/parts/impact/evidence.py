@@ -2,17 +2,22 @@
 text-only detectors) or `audit`, recognised by its `_SUCCESS` record, turned into one table: per item, whether it
 leaked, and the value that says so.
 
-- overlap: `rows.parquet`'s share of the item's n-grams found in the corpus; leaked where share > the threshold
-  (`--input-threshold` / `--answer-threshold`, 0 by default: any 13-gram, the GPT-3 and lm-evaluation-harness rule).
+- overlap, verbatim: `rows.parquet`'s share of the item's n-grams found in the corpus; leaked where share > the
+  threshold (`--input-threshold` / `--answer-threshold`, 0 by default: any 13-gram, the GPT-3 and lm-evaluation-harness
+  rule).
   A row shorter than n words has no n-gram and no share: it is no evidence (the item is not called clean for it).
   Its role is the field it scanned: `answer`, `target`, `solution` or `output` make it answer evidence, anything
   else input evidence (`--evidence answer=OUT` says so explicitly).
+- overlap, rephrased (a run with --semantic): `semantic.parquet`'s `rephrased` per item, its decision score the
+  value; role `rephrased` (scoring/impact/splits.py: not clean, and `rephrased_leaked` where no verbatim evidence
+  names the item). An OUT with both files is two sources; one with only semantic.parquet (--n 0) is one. The
+  facts carry the run's embedder, threshold and the false-flag rate it was set at (report.json's `semantic`).
 - evaluate: a detector's score per item (`--detector`, else the run's first column), flagged where it passes the
   threshold at which at most `--detector-fpr` (5%) of the run's label-0 rows, items the model cannot have seen,
   are flagged. The items are the run's label-1 rows.
 - audit (benchmark mode): the same, with the threshold set on the calibration non-members; an item's score is its
   highest snippet's.
-Every table carries each item's text key (jobs/parts/impact/results.text_key, from the benchmark the evidence job
+Every table carries each item's text key (scoring/overlap/ngrams.text_key, from the benchmark the evidence job
 read), so items are joined by id or, where the ids differ, by text.
 """
 from __future__ import annotations
@@ -37,8 +42,9 @@ def parse_spec(spec: str) -> tuple[str | None, str]:
     return (role, path) if sep and role in ROLES else (None, spec)
 
 
-def read_evidence(spec: str, settings: dict) -> dict:
-    """{name, job, role, table (EVIDENCE_SCHEMA), facts} of one evidence OUT."""
+def read_evidence(spec: str, settings: dict) -> list[dict]:
+    """The sources of one evidence OUT, each {name, job, role, path, table (EVIDENCE_SCHEMA), facts}: one, or two
+    for an overlap run with --semantic and its n-gram pass."""
     role, path = parse_spec(spec)
     loc = Location(path)
     done = loc.completion()
@@ -48,9 +54,9 @@ def read_evidence(spec: str, settings: dict) -> dict:
     if job == "overlap":
         return _overlap(loc, path, role, settings)
     if job == "evaluate":
-        return _evaluate(loc, path, role or "input", settings)
+        return [_evaluate(loc, path, role or "input", settings)]
     if job == "audit":
-        return _audit(loc, path, role or "input", settings)
+        return [_audit(loc, path, role or "input", settings)]
     raise ValueError(f"--evidence {path}: a {job!r} output; impact reads overlap, evaluate and audit outputs")
 
 
@@ -64,36 +70,71 @@ def _parquet(loc: Location, rel: str, columns=None) -> pa.Table:
 
 def _keys(benchmark: str | None, field: str | None, ids: list[str]) -> list:
     """The text key of each id, from the benchmark the evidence job read (None where it cannot be read here)."""
-    from jobs.plane.benchmark_reader import read_benchmark
-    from jobs.parts.impact.results import text_key
+    from jobs.plane.benchmark_reader import text_keys
 
-    if not benchmark or str(benchmark).startswith("s3://"):
-        return [None] * len(ids)
-    try:
-        rows, _ = read_benchmark(benchmark, text_field=field, require_label=False)
-    except (FileNotFoundError, OSError):
-        return [None] * len(ids)
-    key = {r["id"]: text_key(r["input"]) for r in rows}
+    key = text_keys(benchmark, field)
     return [key.get(i) for i in ids]
 
 
-def _overlap(loc: Location, path: str, role: str | None, settings: dict) -> dict:
+def _overlap(loc: Location, path: str, role: str | None, settings: dict) -> list[dict]:
+    """The verbatim source (rows.parquet) and, after a run with --semantic, the rephrased one (semantic.parquet):
+    whichever the run wrote. Both name the benchmark's rows by the same ids, so its text keys are read once."""
+    from jobs.plane.benchmark_reader import text_keys
+
     report = loc.read_json("report.json")
     field = (report.get("settings") or {}).get("benchmark_field")
     role = role or ("answer" if field in ANSWER_FIELDS else "input")
+    keys = text_keys((report.get("inputs") or {}).get("benchmark"), field)
+    sources = [_verbatim(loc, path, role, settings, report, keys)] if loc.exists("rows.parquet") else []
+    if report.get("semantic") is not None and loc.exists("semantic.parquet"):
+        if role == "answer":  # the semantic pass decides whether the scanned text was rephrased: here, an answer's
+            raise ValueError(f"--evidence {path}: an overlap --semantic run over the answers ({field or 'answer'}); "
+                             "a rephrased answer is not read as evidence: run --semantic over the questions")
+        sources.append(_semantic(loc, path, report["semantic"], keys))
+    if not sources:
+        raise ValueError(f"--evidence {path}: an overlap output with neither rows.parquet nor semantic.parquet")
+    return sources
+
+
+def _verbatim(loc: Location, path: str, role: str, settings: dict, report: dict, keys: dict) -> dict:
+    field = (report.get("settings") or {}).get("benchmark_field")
     threshold = float(settings.get(f"{role}_threshold", 0.0))
     rows = _parquet(loc, "rows.parquet", ["id", "share"])
     share = rows.column("share").to_numpy(zero_copy_only=False).astype(np.float64)
     checked = np.isfinite(share)  # a row shorter than n words has no n-gram: no evidence either way, not "clean"
     rows, share = rows.filter(pa.array(checked)), share[checked]
     ids = rows.column("id").to_pylist()
-    table = pa.table({"item": ids, "input_key": pa.array(_keys(report.get("inputs", {}).get("benchmark"), field, ids),
-                                                         pa.uint64()),
+    table = pa.table({"item": ids, "input_key": pa.array([keys.get(i) for i in ids], pa.uint64()),
                       "value": share, "flag": share > threshold})
     return {"name": f"overlap:{role}", "job": "overlap", "role": role, "path": path, "table": table,
             "facts": {"field": field, "threshold": threshold, "n": report.get("settings", {}).get("n"),
                       "rule": f"share of the {field or 'input'}'s n-grams found in the corpus > {threshold:g}",
                       "no_ngram": int((~checked).sum())}}
+
+
+def _semantic(loc: Location, path: str, block: dict, keys: dict) -> dict:
+    """semantic.parquet as evidence: every scored row is checked (a row the corpus gave no window has decision score
+    0 and is not flagged: evidence of absence, as a verbatim share of 0 is)."""
+    rows = _parquet(loc, "semantic.parquet", ["id", "decision_score", "rephrased"])
+    ids = rows.column("id").to_pylist()
+    value = pc.fill_null(rows.column("decision_score"), np.nan).to_numpy(zero_copy_only=False).astype(np.float64)
+    flag = pc.fill_null(rows.column("rephrased"), False)
+    table = pa.table({"item": ids, "input_key": pa.array([keys.get(i) for i in ids], pa.uint64()), "value": value,
+                      "flag": flag})
+    threshold, rate = block.get("threshold"), block.get("expected_false_flag_rate")
+    embedder = block.get("embedder") or {}
+    calibrated = (f"an expected false-flag rate of {rate:.2%} ({block.get('threshold_source') or 'source unknown'})"
+                  if rate is not None else "no claimed false-flag rate (not calibrated on a null)")
+    judged = "; the LLM judge's verdict where it gave one" if block.get("judge") else ""
+    return {"name": "overlap:rephrased", "job": "overlap", "role": "rephrased", "path": path, "table": table,
+            "facts": {"semantic": True, "embedder": embedder.get("name"),
+                      "embedder_weights_digest": embedder.get("weights_digest"), "threshold": threshold,
+                      "expected_false_flag_rate": rate, "false_flag_upper_bound": block.get("false_flag_upper_bound"),
+                      "threshold_source": block.get("threshold_source"), "judge": block.get("judge"),
+                      "flagged": block.get("flagged"), "n": block.get("n"),
+                      "rule": f"rephrased in the corpus: decision score >= {threshold:.3g} (and > 0), nearest "
+                              f"windows by {embedder.get('name') or 'the embedder'}, checked by the verifier{judged}; "
+                              f"threshold at {calibrated}"}}
 
 
 def _flags(scores: np.ndarray, reference: np.ndarray, fpr: float) -> tuple[np.ndarray, float]:

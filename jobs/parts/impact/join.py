@@ -5,11 +5,13 @@ An item's id is the doc's own `id` (lm-evaluation-harness) or the row's `id` (pl
 is the id its job gave the benchmark row. Where they are the same dataset under the same ids, the id join finds
 them; where the harness numbers its documents 0.. and the evidence job used the dataset's own ids (or the other way
 round), the text join does: both sides' texts are reduced to their lowercased `\\w+` words and hashed
-(jobs/parts/impact/results.text_key). `--join auto` takes, per task and source, whichever matches more items.
+(scoring/overlap/ngrams.text_key). `--join auto` takes, per task and source, whichever matches more items.
 
 An item that no evidence source matched cannot be called clean: it is `unmatched`, counted and listed in
 items.parquet and the report, and left out of every split and score. An item matched by some source but not by
-another of the same role counts that role as not leaked (no evidence that it leaked).
+another of the same role counts that role as not leaked (no evidence that it leaked). A source's role is
+`input`, `answer` (verbatim overlap, or a detector) or `rephrased` (overlap --semantic's decision): each role's
+flags are OR-ed over its sources and scoring/impact/splits.label_splits names the split from the three.
 """
 from __future__ import annotations
 
@@ -60,8 +62,8 @@ def label_items(items: pa.Table, sources: list[dict], how: str = "auto") -> tupl
     cols = {"item": items.column("item")}
     facts = []
     matched_any = np.zeros(n, dtype=bool)
-    leaked = {role: np.zeros(n, dtype=bool) for role in ("input", "answer")}
-    has_role = {role: False for role in ("input", "answer")}
+    leaked = {role: np.zeros(n, dtype=bool) for role in ("input", "answer", "rephrased")}
+    has_role = {role: False for role in leaked}
     ids = items.column("item").to_pylist()
     for src in sources:
         found, f = match_source(items, src["table"], how)
@@ -74,7 +76,8 @@ def label_items(items: pa.Table, sources: list[dict], how: str = "auto") -> tupl
         has_role[src["role"]] = True
         cols[src["name"]] = pa.array([v if h else None for v, h in zip(value.tolist(), hit)], pa.float64())
         cols[f"{src['name']}:leaked"] = pa.array([bool(x) if h else None for x, h in zip(flag, hit)], pa.bool_())
-    split = label_splits(leaked["input"], leaked["answer"] if has_role["answer"] else None)
+    split = label_splits(*(leaked[role] if has_role[role] or role == "input" else None
+                           for role in ("input", "answer", "rephrased")))
     split = np.where(matched_any, split, "unmatched")
     cols["split"] = pa.array(split.tolist(), pa.string())
     return pa.table(cols), facts

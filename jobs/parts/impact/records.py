@@ -79,8 +79,9 @@ def reference_shortfall(task: str, rtask: str | None, refs: np.ndarray | None, r
 
 
 def split_numbers(scores: np.ndarray, split: np.ndarray, refs: np.ndarray | None, cfg) -> dict:
-    """The clean-subset score beside the full one, each split's score, the gap and its test, and (with reference
-    models) the difference-in-differences."""
+    """The clean-subset score beside the full one, each split's score (and each leaked split's own gap to clean,
+    with its test), the gap of every leaked item to clean and its test, and (with reference models) the
+    difference-in-differences."""
     from scoring.impact.splits import SPLITS
     from scoring.impact.stats import clean_vs_full, difference_in_differences, gap_test, mean_ci
 
@@ -96,9 +97,13 @@ def split_numbers(scores: np.ndarray, split: np.ndarray, refs: np.ndarray | None
         mask = split == name
         if mask.any():
             m = mean_ci(scores[mask], **boot)
-            out["splits"].append({"split": name, "n": m["n"], "score": m["mean"],
-                                  "ci_low": m["ci"][0] if m["ci"] else None,
-                                  "ci_high": m["ci"][1] if m["ci"] else None, "method": m["method"]})
+            entry = {"split": name, "n": m["n"], "score": m["mean"], "ci_low": m["ci"][0] if m["ci"] else None,
+                     "ci_high": m["ci"][1] if m["ci"] else None, "method": m["method"]}
+            if name != "clean":  # this split against clean alone: what a rephrase adds apart from verbatim copies
+                pair = mask | clean
+                g = gap_test(scores[pair], mask[pair], permutations=cfg.permutations, **boot)
+                entry.update({k: g[k] for k in ("gap", "gap_ci", "p_value", "p_method")})
+            out["splits"].append(entry)
     leaked = matched & ~clean
     g = gap_test(scores[matched], leaked[matched], permutations=cfg.permutations, **boot)
     out.update(gap=g["gap"], gap_ci=g["gap_ci"], p_value=g["p_value"], p_method=g["p_method"],

@@ -16,7 +16,6 @@ that cannot be read is quarantined with the reason; rows in = items + quarantine
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from pathlib import Path
@@ -25,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from curation.io.ledger import quarantine_record, quarantine_table
+from scoring.overlap.ngrams import text_key
 
 RESULTS_SCHEMA = pa.schema([("model", pa.string()), ("task", pa.string()), ("filter", pa.string()),
                             ("item", pa.string()), ("doc_id", pa.int64()), ("input_key", pa.uint64()),
@@ -33,17 +33,6 @@ SAMPLES = re.compile(r"^samples_(?P<task>.+)_(?P<date>\d{4}-\d{2}-\d{2}T[\d.\-]+
 INPUT_FIELDS = ("question", "input", "text", "query", "prompt", "problem", "sentence", "ctx", "goal", "premise")
 ANSWER_FIELDS = ("answer", "target", "solution", "output", "label_text")
 STAGE = "results"
-
-
-def text_key(text) -> int | None:
-    """The 64-bit key an item's text is joined by: its lowercased \\w+ words (scoring/overlap/ngrams.words), hashed.
-    None for a text with no word."""
-    if not isinstance(text, str):
-        return None
-    from scoring.overlap.ngrams import words
-
-    w = words(text)
-    return int.from_bytes(hashlib.blake2b(" ".join(w).encode(), digest_size=8).digest(), "little") if w else None
 
 
 def result_files(spec: str) -> list[dict]:

@@ -21,7 +21,7 @@ import shutil
 import tempfile
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 TASK_CPUS = 0.5
 BLOCK_CHUNKS_PER_CPU = 2  # tasks per CPU in each pass over the annotated blocks
@@ -100,9 +100,10 @@ def _chunks(refs: list, n: int) -> list[list]:
 
 
 def run_ray(cfg: Mapping[str, Any], stage: Path, dest, log: Callable[[str], None], *, resume: bool = True,
-            progress: bool = True) -> dict:
+            progress: bool = True, rephrased: Sequence = ()) -> dict:
     """Build into `stage`; the parse pass keeps its parts under `dest` (OUT/_build) so that a cut-off build
-    resumes (jobs/parts/release/parsed_shards.py)."""
+    resumes (jobs/parts/release/parsed_shards.py). `rephrased`: --drop-rephrased's overlaps
+    (curation/release/rephrased.py), applied after sampling."""
     import ray
 
     from curation import sources
@@ -122,14 +123,14 @@ def run_ray(cfg: Mapping[str, Any], stage: Path, dest, log: Callable[[str], None
             log("several nodes and no source.staging: a .7z dump is parsed by one task; set source.staging to an "
                 "s3:// prefix (or a shared directory) to decompress it once and parse it in parallel")
     try:
-        return _run_ray(cfg, source_cfg, stage, dest, log, resume=resume, progress=progress)
+        return _run_ray(cfg, source_cfg, stage, dest, log, resume=resume, progress=progress, rephrased=rephrased)
     finally:
         if own_staging:
             shutil.rmtree(own_staging, ignore_errors=True)
 
 
 def _run_ray(cfg: Mapping[str, Any], source_cfg: dict, stage: Path, dest, log: Callable[[str], None], *,
-             resume: bool, progress: bool) -> dict:
+             resume: bool, progress: bool, rephrased: Sequence = ()) -> dict:
     import time
 
     import ray
@@ -186,7 +187,7 @@ def _run_ray(cfg: Mapping[str, Any], source_cfg: dict, stage: Path, dest, log: C
         tally += part
     log(f"decided {tally.documents_in} documents: {tally.candidates} bucket rows, {tally.rows_out} sampled")
     out = finish_release(cfg, stage, tally, [o[1] for o in outputs], [o[0] for o in outputs],
-                         plan.excluded_parts, executor=RayExecutor(), log=log)
+                         plan.excluded_parts, executor=RayExecutor(), log=log, rephrased=rephrased)
     if overlap:
         out["training_overlap"] = overlap
     return out

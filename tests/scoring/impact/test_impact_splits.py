@@ -20,6 +20,18 @@ def test_without_answer_evidence_an_item_is_only_clean_or_input_leaked():
     assert list(label_splits([1, 0])) == ["input_leaked", "clean"]  # 0/1 integers are booleans too
 
 
+def test_a_rephrase_is_not_clean_and_verbatim_evidence_names_the_split_first():
+    inp = [False, False, True, False, False, True]
+    ans = [False, False, False, True, True, True]
+    reph = [False, True, True, False, True, True]
+    assert list(label_splits(inp, ans, reph)) == ["clean", "rephrased_leaked", "input_leaked", "answer_leaked",
+                                                  "rephrased_leaked", "input_and_answer_leaked"]
+    # semantic evidence alone (overlap --semantic --n 0): an item is clean or rephrased, nothing verbatim claimed
+    assert list(label_splits([False, False], None, [True, False])) == ["rephrased_leaked", "clean"]
+    with pytest.raises(ValueError, match="2 items, rephrased 1"):
+        label_splits([False, False], None, [True])
+
+
 def test_split_inputs_are_checked():
     with pytest.raises(ValueError, match="3 items, answer_leaked 2"):
         label_splits([True, False, True], [True, False])
