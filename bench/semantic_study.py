@@ -37,14 +37,15 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.semantic_measure import calibrate, candidate_scores, proportion
+
 # n_llm: 164 SmolLM2 outputs is what ~10 minutes on one busy thread made (3.7 s an item); generate() is prefix-stable.
 FULL = {"seed": 0, "n_wordnet": 260, "n_llm": 164, "n_negatives": 1000, "n_null": 1000, "n_hard": 3000,
         "n_docs": 2000, "doc_words": (100, 400), "wordnet_rate": 0.5, "llm_budget_s": 600.0, "k": 100,
-        "target_rate": 0.01}
-QUICK = FULL | {"n_wordnet": 40, "n_llm": 0, "n_negatives": 120, "n_null": 200, "n_hard": 200, "n_docs": 150,
+        "target_rate": 0.01, "pairs_file": "semantic_decided_pairs"}
+QUICK = FULL | {"pairs_file": "semantic_decided_pairs_quick", "n_wordnet": 40, "n_llm": 0, "n_negatives": 120, "n_null": 200, "n_hard": 200, "n_docs": 150,
                 "llm_budget_s": 0.0, "k": 20}
 WORK = Path(__file__).resolve().parent / "results" / "_work"
-LENGTH_BUCKETS = ((100, 199), (200, 299), (300, 400))
 
 
 def log(msg: str) -> None:
@@ -52,16 +53,38 @@ def log(msg: str) -> None:
 
 
 def select_items(cfg: dict) -> dict[str, list[dict]]:
-    """The study's items by role, from one generate() call (distinct texts, templates in turn)."""
+    """The study's items by role, from one generate() call (distinct texts, templates in turn; generate is
+    prefix-stable, so the roles before `hard` are the same items however many hard negatives are drawn).
+
+    Hard negatives are drawn from the tail, skipping *anchor twins*: a draw that holds every number and name of a
+    benchmark or null item of its template. Such a draw is the same problem with other filler words (the small
+    generator reuses a few dozen names and small numbers), not a different item of the same style, and planting it
+    would make a never-planted item truly present in the corpus. The first run of this study planted them and they
+    set a floor of about 1% under any anchor rule's false flags (bench/results/semantic_study.md, before 2026-11-29
+    06:00). `skipped_twins` counts them."""
     from bench.semantic_items import generate
+    from bench.semantic_variants import twin_of
 
     sizes = [("wordnet", cfg["n_wordnet"]), ("llm", cfg["n_llm"]), ("negatives", cfg["n_negatives"]),
-             ("null", cfg["n_null"]), ("hard", cfg["n_hard"])]
-    items = generate(sum(n for _, n in sizes), cfg["seed"])
+             ("null", cfg["n_null"])]
+    head = sum(n for _, n in sizes)
+    items = generate(head + 3 * cfg["n_hard"] + 100, cfg["seed"])
     out, at = {}, 0
     for role, n in sizes:
         out[role] = items[at:at + n]
         at += n
+    is_twin = twin_of(items[:head])
+    out["hard"], skipped = [], 0
+    for it in items[head:]:
+        if len(out["hard"]) == cfg["n_hard"]:
+            break
+        if is_twin(it):
+            skipped += 1
+        else:
+            out["hard"].append(it)
+    if len(out["hard"]) < cfg["n_hard"]:
+        raise RuntimeError(f"only {len(out['hard'])} of {cfg['n_hard']} hard negatives are not anchor twins")
+    out["skipped_twins"] = skipped
     return out
 
 
@@ -143,60 +166,13 @@ def windows_of(documents: list[dict], plan) -> dict:
     return {"texts": texts, "doc": np.array(doc), "start": np.array(start), "n": np.array(n)}
 
 
-def candidate_scores(queries: list[dict], wins: dict, top_ids: np.ndarray, top_cos: np.ndarray):
-    """(decision scores [n_q, k], verifier scores [n_q, k], abstain [n_q]) of each query's candidate windows."""
-    from scoring.semantic.anchors import anchors
-    from scoring.semantic.calibrate import decision_score
-    from scoring.semantic.verify import WindowTerms, verify
-
-    terms: dict[int, WindowTerms] = {}
-    ver = np.zeros(top_ids.shape)
-    abstain = np.zeros(len(queries), dtype=bool)
-    for q, it in enumerate(queries):
-        a = anchors(it["input"], answer=it["target"])
-        for j, w in enumerate(top_ids[q]):
-            if w >= 0:
-                if w not in terms:
-                    terms[w] = WindowTerms.of(wins["texts"][w])
-                v = verify(a, terms[w])
-                ver[q, j], abstain[q] = v.score, v.abstain
-    return decision_score(top_cos, ver, abstain[:, None] & np.ones_like(ver, dtype=bool)), ver, abstain
-
-
-def proportion(k: int, n: int) -> dict:
-    from scoring.stats.proportions import clopper_pearson_ci
-
-    lo, hi = clopper_pearson_ci(int(k), int(n))
-    return {"k": int(k), "n": int(n), "rate": round(k / n, 4) if n else None, "ci95": [round(lo, 4), round(hi, 4)]}
-
-
-def calibrate(null_scores: np.ndarray, half: np.ndarray, target: float) -> dict:
-    """Threshold on null half A, its rate there (what a report would state) and on the held-out half B."""
-    from scoring.semantic.calibrate import null_rate, threshold_from_null
-
-    cal = threshold_from_null(null_scores[half], target)
-    held = null_rate(null_scores[~half], cal.threshold)
-    return {"threshold": cal.threshold, "stated": {"n": cal.n_null, "flagged": cal.n_flagged,
-                                                   "rate": cal.expected_false_flag_rate,
-                                                   "upper_bound_95": round(cal.upper_bound, 4)},
-            "held_out": proportion(held.n_flagged, held.n_null) | {"upper_bound_95": round(held.upper_bound, 4)}}
-
-
-def right_window(wins: dict, top_ids: np.ndarray, best: np.ndarray, placed: dict | None) -> bool:
-    """Whether the candidate chosen overlaps the planted rephrase in its document."""
-    if placed is None:
-        return False
-    w = int(top_ids[best])
-    if w < 0 or wins["doc"][w] != placed["doc"]:
-        return False
-    s, n = wins["start"][w], wins["n"][w]
-    return bool(s < placed["start"] + placed["n_words"] and placed["start"] < s + n)
-
-
 def run_study(cfg: dict, log=log) -> dict:
     import torch
 
     from bench.semantic_rephrase import llm_rephrases, quality, wordnet_rephrases
+    from bench.semantic_nulls import clean_corpus, write_decided_pairs
+    from bench.semantic_where import right_window, where_found
+    from bench.semantic_stage1 import measure_prefilter
     from bench.semantic_variants import anchor_twins, measure_variants
     from scoring.overlap.matching import BenchmarkGrams, row_results, scan_texts
     from scoring.semantic.embed import Embedder, resolve_embedder
@@ -207,6 +183,7 @@ def run_study(cfg: dict, log=log) -> dict:
     secs: dict[str, float] = {}
     t = time.perf_counter()
     roles = select_items(cfg)
+    skipped_twins = roles.pop("skipped_twins")
     wn = wordnet_rephrases(roles["wordnet"], cfg["wordnet_rate"], seed=cfg["seed"])
     secs["wordnet_rephrase"] = time.perf_counter() - t
     t = time.perf_counter()
@@ -271,11 +248,19 @@ def run_study(cfg: dict, log=log) -> dict:
                                                         for i in np.flatnonzero(role == r)), (role == r).sum())
                                       for r in positives}
         methods[name] = m | {"flags": flags}
+    # a --quick run writes its own file: the judge study reads the full run's pairs
+    write_decided_pairs(queries, role, wins, top_ids, top_cos, dec, cfg["pairs_file"])
+    from scoring.semantic.calibrate import threshold_from_null
+
+    whole = threshold_from_null(scores["verifier"][role == "null"], cfg["target_rate"])
+    default_calibration = {"threshold": whole.threshold, "n_null": whole.n_null, "n_flagged": whole.n_flagged,
+                           "rate": whole.expected_false_flag_rate, "upper_bound_95": round(whole.upper_bound, 4),
+                           "target_rate": cfg["target_rate"]}
     detail = where_found(queries, role, docs, placed, wins, plan, top_ids, top_cos, ver, methods)
     clean = clean_corpus(cfg, queries, role, half, wins, docs, keys, qv)
     t = time.perf_counter()
     variants = measure_variants(queries, role, half, wins["texts"], top_ids, top_cos, positives, calibrate, proportion)
-    twins = np.array(anchor_twins(queries, roles["hard"]))
+    twins = np.array(anchor_twins(queries, roles["hard"] + [it for r in positives.values() for it in r]))
     neg = role == "negative"
     twin_summary = {"null": proportion(twins[role == "null"].sum(), (role == "null").sum()),
                     "negatives": proportion(twins[neg].sum(), neg.sum()),
@@ -284,18 +269,24 @@ def run_study(cfg: dict, log=log) -> dict:
                     "verifier_false_flags_on_the_rest": proportion(methods["verifier"]["flags"][neg & ~twins].sum(),
                                                                    (neg & ~twins).sum())}
     secs["variants"] = time.perf_counter() - t
+    t = time.perf_counter()
+    stage1 = measure_prefilter(cfg, queries, role, half, wins, keys, qv, positives, candidate_scores, calibrate,
+                               proportion)
+    secs["prefilter"] = time.perf_counter() - t
     return {"config": {**cfg, "doc_words": list(cfg["doc_words"])},
             "sizes": {"documents": len(docs), "corpus_words": sum(len(d["text"].split()) for d in docs),
                       "windows": len(wins["texts"]), "window_size": plan.size, "window_stride": plan.stride,
                       "contained_span": plan.contained_span, "queries": len(queries),
                       "positives": {r: len(v) for r, v in positives.items()}, "negatives": len(roles["negatives"]),
                       "null": len(roles["null"]), "hard_negatives_planted": len(hard),
+                      "hard_draws_skipped_as_anchor_twins": skipped_twins,
                       "abstaining_items": int(abstain.sum())},
             "rephrase_quality": {"wordnet": quality(roles["wordnet"], wn), "smollm2": quality(roles["llm"], llm),
                                  "smollm2_run": llm_stats},
             "examples": examples(roles["llm"], llm),
             "methods": {k: {kk: vv for kk, vv in v.items() if kk != "flags"} for k, v in methods.items()},
             "where_found": detail, "clean_corpus": clean, "anchor_twins": twin_summary, "variants": variants,
+            "prefilter": stage1, "default_calibration": default_calibration,
             "seconds": {k: round(v, 1) for k, v in secs.items()},
             "embeddings_from_cache": {"windows": cached, "queries": cached_q}}
 
@@ -310,64 +301,6 @@ def examples(items: list[dict], reps: dict[str, dict], n: int = 3) -> list[dict]
         if why and why not in seen:
             seen.add(why)
             out.append({"original": it["input"], "rephrase": reps[it["id"]]["rephrase"], "reason": why})
-    return out
-
-
-def where_found(queries, role, docs, placed, wins, plan, top_ids, top_cos, ver, methods) -> dict:
-    """Per rephraser: retrieval (a window overlapping the plant among the top 1/10/k), the planted window's cosine
-    and verifier score beside the null's best, and each method's recall by document length and by whether one
-    window holds the whole rephrase."""
-    from bench.semantic_report import quantiles
-
-    out = {"null_best_cosine": quantiles(top_cos[role == "null", 0])}
-    for r in sorted({p["role"] for p in placed.values()}):
-        idx = np.flatnonzero(role == r)
-        rank, cos_at, ver_at, bucket, whole = [], [], [], [], []
-        for i in idx:
-            p = placed[queries[i]["id"]]
-            hits = [j for j, w in enumerate(top_ids[i]) if w >= 0 and right_window(wins, top_ids[i], j, p)]
-            rank.append(hits[0] if hits else None)
-            cos_at.append(top_cos[i, hits[0]] if hits else np.nan)
-            ver_at.append(ver[i, hits[0]] if hits else np.nan)
-            base = docs[p["doc"]]["base_words"]
-            bucket.append(next(f"{lo}-{hi}" for lo, hi in LENGTH_BUCKETS if lo <= base <= hi))
-            starts = wins["start"][wins["doc"] == p["doc"]]
-            ns = wins["n"][wins["doc"] == p["doc"]]
-            whole.append(bool(((starts <= p["start"]) & (starts + ns >= p["start"] + p["n_words"])).any()))
-        k = top_ids.shape[1]
-        d = {"retrieved_top1": proportion(sum(x == 0 for x in rank), len(idx)),
-             "retrieved_top10": proportion(sum(x is not None and x < 10 for x in rank), len(idx)),
-             f"retrieved_top{k}": proportion(sum(x is not None for x in rank), len(idx)),
-             "planted_window_cosine": quantiles(np.array(cos_at)),
-             "planted_window_verifier": quantiles(np.array(ver_at)),
-             "rephrase_words": quantiles(np.array([placed[queries[i]["id"]]["n_words"] for i in idx], dtype=float)),
-             "whole_in_a_window": proportion(sum(whole), len(idx)), "by_document_words": {}, "by_whole_in_window": {}}
-        for name, m in methods.items():
-            f = m["flags"][idx]
-            d["by_document_words"][name] = {b: proportion(f[[x == b for x in bucket]].sum(), bucket.count(b))
-                                            for b in dict.fromkeys(sorted(bucket))}
-            d["by_whole_in_window"][name] = {str(v): proportion(f[[x == v for x in whole]].sum(), whole.count(v))
-                                             for v in (True, False) if whole.count(v)}
-        out[r] = d
-    return out
-
-
-def clean_corpus(cfg, queries, role, half, wins, docs, keys, qv) -> dict:
-    """The corpus without any document holding a positive: the benchmark's flagged share there (truth: none of it is
-    in that corpus) against what a calibration on that corpus's own null states."""
-    from scoring.semantic.search import top_k
-
-    pos_docs = {i for i, d in enumerate(docs) if any(p["role"] != "hard" for p in d["plants"])}
-    keep = np.flatnonzero(~np.isin(wins["doc"], list(pos_docs)))
-    sub = {k: ([wins["texts"][i] for i in keep] if k == "texts" else v[keep]) for k, v in wins.items()}
-    top_cos, top_ids = top_k(qv, keys[keep], cfg["k"])
-    dec, _, _ = candidate_scores(queries, sub, top_ids, top_cos)
-    out = {"documents": len(docs) - len(pos_docs), "windows": int(keep.size)}
-    bench = (role != "null")
-    for name, s in (("cosine", top_cos[:, 0].astype(float)), ("verifier", dec.max(1))):
-        cal = calibrate(s[role == "null"], half[role == "null"], cfg["target_rate"])
-        out[name] = {"calibration": cal,
-                     "benchmark_flagged": proportion((s[bench] >= cal["threshold"]).sum(), bench.sum())}
     return out
 
 

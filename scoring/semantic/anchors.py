@@ -39,7 +39,15 @@ NUMBER_WORDS = {w: i for i, w in enumerate(UNITS)} | TENS
 # A digit number not glued to a word or to another number: an optional sign (ASCII or U+2212), thousands groups of
 # exactly three digits, an optional decimal part. Lookbehind: "x2" or "v1.2" are not numbers, "5-3" is 5 and 3, and
 # "[1,2,3]" is 1, 2 and 3 (a comma group that is not three digits is a list).
-DIGITS = re.compile(r"(?<![\w.])([-\u2212](?=\d))?(\d{1,3}(?:,\d{3})+(?![\d,])|\d+)(\.\d+)?(?!\w)")
+# "Glued" means to a Latin letter, a digit or "_": CJK text writes digits against its characters ("有1,050张"), and a
+# translation's numbers must still be read.
+LATIN = r"0-9A-Za-z_\u00c0-\u024f"
+DIGITS = re.compile(rf"(?<![{LATIN}.])([-\u2212](?=\d))?(\d{{1,3}}(?:[,\u00a0\u202f\u2009]\d{{3}})+(?![\d,])|\d+)"
+                    rf"(\.\d+)?(?![{LATIN}])")
+# Thousands separators: a comma, or the no-break, narrow no-break and thin spaces that French, Russian or SI style
+# write ("1\u202f050" = 1050), so a translated item's numbers equal the original's. A plain space is not one: "in 1 050
+# ways" is rarer than "page 3 100 times".
+THOUSANDS = "[,\u00a0\u202f\u2009]"
 # A decimal comma only between blanks (or a currency sign and a blank): "3,5 kg" but not "[1,2]", "1,2,3" or "1,200".
 DECIMAL_COMMA = re.compile(r"(?:(?<=\s)|(?<=^)|(?<=[$€£]))([-\u2212])?(\d+),(\d{1,2})(?=\s|$|[%.;:!?](?:\s|$))")
 SPELLED = re.compile(r"\b(" + "|".join(TENS) + r")(?:[- ](" + "|".join(UNITS[1:10]) + r"))?\b|\b("
@@ -67,7 +75,7 @@ class Anchors:
 def normal_number(sign: str | None, integer: str, fraction: str = "") -> str | None:
     """One spelling per value: no thousands commas, no trailing zeros, no leading zeros, no "-0"."""
     try:
-        value = Decimal(integer.replace(",", "") + (fraction or ""))
+        value = Decimal(re.sub(THOUSANDS, "", integer) + (fraction or ""))
     except InvalidOperation:
         return None
     if sign and value:

@@ -9,7 +9,8 @@ the embedding alone says, before any verification.
 
 An item is flagged (`rephrased`) when its decision score reaches the threshold and is above 0: a threshold of 0
 (a null where most items score 0 and a generous false-flag rate) must not flag items that have no evidence at all.
-The LLM judge of a flagged pair is a later step of issue 57: `judge` is null.
+With the optional LLM judge (judge.py), `judge` is its verdict on the item's decided pair ("yes", "no", "unparsed"),
+null where it was not asked, and `rephrased` is its verdict where it gave one, else the verifier's flag.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import pyarrow as pa
 
 from scoring.semantic.anchors import KINDS, Anchors
 from scoring.semantic.calibrate import decision_score
+from scoring.semantic.judge import rephrased
 from scoring.semantic.verify import Verdict, WindowTerms, verify
 from scoring.stats.proportions import wilson_ci
 
@@ -74,11 +76,11 @@ def flagged(d: Decision, threshold: float) -> bool:
     return d.decision_score > 0.0 and d.decision_score >= threshold
 
 
-def semantic_row(rid: str, d: Decision, threshold: float) -> dict:
-    """semantic.parquet's row for one item."""
+def semantic_row(rid: str, d: Decision, threshold: float, judge: str | None = None) -> dict:
+    """semantic.parquet's row for one item (`judge`: the LLM judge's verdict, None where it was not asked)."""
     c, v = d.candidate, d.verdict
     row = {"id": rid, "score": d.score, "doc_id": c.doc_id if c else None, "decision_score": d.decision_score,
-           "judge": None, "rephrased": flagged(d, threshold)}
+           "judge": judge, "rephrased": rephrased(flagged(d, threshold), judge)}
     for f in ("start_word", "n_words", "char_start", "char_end", "rank", "cosine"):
         row[f] = getattr(c, f) if c else None
     row |= {"verifier_score": v.score if v else None, "abstain": v.abstain if v else None,

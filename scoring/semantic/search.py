@@ -82,6 +82,23 @@ def top_k(queries: np.ndarray, keys: np.ndarray, k: int, chunk: int = 8192,
     return best_s, best_i
 
 
+def sort_top_k(scores: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of (score, id) pairs from another search (ann.py: faiss orders equal scores its own way) put in top_k's
+    total order and cut or padded to k, so that merge_top_k merges them as it merges top_k's."""
+    return _ordered(np.asarray(scores, dtype=np.float32), np.asarray(ids, dtype=np.int64), k)
+
+
+def top_k_rows(queries: np.ndarray, keys: np.ndarray, k: int, offset: int = 0,
+               rows: int = 1 << 16) -> tuple[np.ndarray, np.ndarray]:
+    """top_k over keys taken `rows` at a time, each made float32 only while it is searched: for a memory-mapped
+    float16 shard (jobs/parts/index/embeddings.py) that would be twice its size as one float32 copy."""
+    best = top_k(queries, np.zeros((0, np.shape(queries)[1]), np.float32), k)
+    for lo in range(0, len(keys), rows):
+        part = np.asarray(keys[lo:lo + rows], dtype=np.float32)
+        best = merge_top_k([best, top_k(queries, part, k, offset=offset + lo)], k)
+    return best
+
+
 def merge_top_k(results: Sequence[tuple[np.ndarray, np.ndarray]], k: int) -> tuple[np.ndarray, np.ndarray]:
     """The global top k of several searches of one set of queries (corpus parts, ids already global): the same
     total order as top_k, so the merge equals one search over all the parts' keys. Pads (-1) sort last."""

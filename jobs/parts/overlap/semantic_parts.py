@@ -9,8 +9,13 @@ on the workers, and each query's nearest windows of the part written straight to
         time, keep each query's k nearest windows of the part (scoring/semantic/search.py: top_k per chunk, merged),
         write the part's files and return its summary (records, documents, quarantined, windows, seconds):
 
-    OUT/semantic/candidates.parquet/part-NNNNN.parquet  per (query, rank): cosine, window id, doc id, offsets, text
+    OUT/semantic/candidates.parquet/part-NNNNN.parquet  per (query, rank): cosine, window id (the small columns)
+    OUT/semantic/windows.parquet/part-NNNNN.parquet     each distinct candidate window once: id, doc id, offsets, text
     OUT/semantic/quarantine.parquet/part-NNNNN.parquet  the corpus records that could not be read (shared schema)
+
+The windows are kept apart from the candidates because one window is near many queries: with --top-k 100 and 1,300
+items a part has 130,000 candidates but far fewer distinct windows, and their texts are what weighs. `overlap --index
+--semantic` writes the same three files from a corpus index's stored vectors (semantic_index.py, through write_part).
 
 A query is a row of the query matrix the driver embedded (the benchmark's items, then the null's), passed to the
 stage whole: it is benchmark-sized. A window's id is global and in corpus order, (part index << 32) + its index in
@@ -33,7 +38,10 @@ from jobs.plane.part_store import part_name
 from jobs.plane.scoring_pool import ScoringSpec, from_ipc, to_ipc
 
 SEMANTIC_DIR = "semantic"  # under OUT: the verbatim scan's parts and markers live at the top, these apart
-PART_DIRS = ("candidates.parquet", "quarantine.parquet")
+PART_DIRS = ("candidates.parquet", "windows.parquet", "quarantine.parquet")
+# Named in the parts' fingerprint (semantic_run.fingerprint): parts written while candidates.parquet held every
+# window's text have no windows.parquet, and a resumed run must not reuse them.
+PART_FORMAT = "candidates (query, rank, cosine, window) + windows.parquet (each candidate window once), v2"
 EMBED_CHUNK = 2048  # windows embedded and searched at once: a part's vectors are never all held
 PART_BITS = 32  # a window id's high bits are its part's index
 # Why a failed part is not isolated record by record: bad records are quarantined by the reader, and a window the
@@ -44,9 +52,28 @@ DOCS_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string())])
 WINDOWS_SCHEMA = pa.schema([("doc", pa.int64()), ("start_word", pa.int64()), ("n_words", pa.int64()),
                             ("char_start", pa.int64()), ("char_end", pa.int64())])
 CANDIDATES_SCHEMA = pa.schema([("query", pa.int64()), ("rank", pa.int64()), ("cosine", pa.float32()),
-                               ("window", pa.int64()), ("doc_id", pa.string()), ("start_word", pa.int64()),
-                               ("n_words", pa.int64()), ("char_start", pa.int64()), ("char_end", pa.int64()),
-                               ("text", pa.string())])
+                               ("window", pa.int64())])
+CANDIDATE_WINDOWS_SCHEMA = pa.schema([("window", pa.int64()), ("doc_id", pa.string()), ("start_word", pa.int64()),
+                                      ("n_words", pa.int64()), ("char_start", pa.int64()),
+                                      ("char_end", pa.int64()), ("text", pa.string())])
+
+
+def write_part(dest, index: int, scores: np.ndarray, ids: np.ndarray, rows_of, quarantined: list[dict]) -> dict:
+    """A part's three files from each query's top k of the part ((cosines, global window ids), pads -1): the
+    candidates' small columns, each distinct candidate window once (`rows_of(local indices)` gives their doc_id,
+    offsets and text, in that order), the read quarantine. Returns the files' digests for the part's marker."""
+    from scoring.semantic.search import PAD_ID
+
+    q, rank = np.nonzero(ids != PAD_ID)
+    candidates = pa.table({"query": q, "rank": rank, "cosine": scores[q, rank], "window": ids[q, rank]},
+                          schema=CANDIDATES_SCHEMA)
+    distinct = np.unique(ids[ids != PAD_ID])
+    windows = pa.table({"window": distinct, **rows_of(distinct - (index << PART_BITS))},
+                       schema=CANDIDATE_WINDOWS_SCHEMA)
+    name = part_name(index)
+    return {"candidates": dest.write_parquet(f"candidates.parquet/{name}.parquet", candidates),
+            "windows": dest.write_parquet(f"windows.parquet/{name}.parquet", windows),
+            "quarantine": dest.write_parquet(f"quarantine.parquet/{name}.parquet", quarantine_table(quarantined))}
 
 
 def part_item(part: CorpusPart, read: dict) -> dict:
@@ -58,8 +85,22 @@ def part_item(part: CorpusPart, read: dict) -> dict:
 class PrepareWindows:
     """A part's work item -> its readable documents, their windows' offsets and the read quarantine, as IPC bytes."""
 
-    def __init__(self, **_):
-        pass
+    def __init__(self, prefilter: dict | None = None, **_):
+        # the cheap first stage (scoring/semantic/prefilter.py): built once per actor from the queries' anchors,
+        # which the driver computed ({"bar": float, "anchors": [Anchors, ...]}); None keeps every window
+        self.prefilter = None
+        if prefilter:
+            from scoring.semantic.prefilter import Prefilter
+
+            self.prefilter = Prefilter(prefilter["anchors"], prefilter["bar"])
+
+    def kept(self, text: str, offsets: list) -> list:
+        """The windows worth embedding: all of them without a prefilter."""
+        if self.prefilter is None:
+            return offsets
+        from scoring.semantic.verify import WindowTerms
+
+        return [w for w in offsets if self.prefilter.keep(WindowTerms.of(text[w[2]:w[3]]))]
 
     def prepare(self, item_json: str) -> dict:
         from curation.io.corpus_files import STAGE, read_records
@@ -69,26 +110,29 @@ class PrepareWindows:
         item = json.loads(item_json)
         part = CorpusPart(**item["part"])
         plan = WindowPlan(item["window_words"], item["window_stride"])
-        ids, texts, bad, windows = [], [], [], []
+        ids, texts, bad, windows, cut = [], [], [], [], 0
         for rid, text, problem in read_records(part.path, part.root, text_field=item["text_field"],
                                                id_field=item["id_field"], opts=item["opts"]):
             if problem:
                 bad.append(quarantine_record(rid, STAGE, *problem))
                 continue
-            windows += [(len(ids), *w) for w in window_offsets(text, plan)]
+            offsets = window_offsets(text, plan)
+            cut += len(offsets)
+            windows += [(len(ids), *w) for w in self.kept(text, offsets)]
             ids.append(rid)
             texts.append(text)
         cols = list(zip(*windows)) if windows else [[] for _ in WINDOWS_SCHEMA.names]
         return {"index": part.index, "docs": to_ipc(pa.table({"id": ids, "text": texts}, schema=DOCS_SCHEMA)),
                 "windows": to_ipc(pa.table(dict(zip(WINDOWS_SCHEMA.names, cols)), schema=WINDOWS_SCHEMA)),
-                "quarantine": to_ipc(quarantine_table(bad)), "read_s": round(time.perf_counter() - t0, 3)}
+                "quarantine": to_ipc(quarantine_table(bad)), "windows_cut": cut,
+                "read_s": round(time.perf_counter() - t0, 3)}
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         return pa.Table.from_pylist([self.prepare(p) for p in batch.column("part").to_pylist()])
 
 
 class ScoreWindows:
-    """Embed one part's windows on one loaded embedder, keep each query's top k, write the part's two files."""
+    """Embed one part's windows on one loaded embedder, keep each query's top k, write the part's three files."""
 
     def __init__(self, spec: ScoringSpec, branch: int, threads: int | None, finish: dict | None = None,
                  queries=None, top_k: int = 5, max_tokens: int = 256, batch_tokens: int = 16384):
@@ -119,28 +163,23 @@ class ScoreWindows:
         return best
 
     def score(self, row: dict) -> dict:
-        from scoring.semantic.search import PAD_ID
-
         t0 = time.perf_counter()
         index = int(row["index"])
         docs, windows = from_ipc(row["docs"]), from_ipc(row["windows"])
         quarantined = from_ipc(row["quarantine"]).to_pylist()
         texts, doc_ids = docs.column("text").to_pylist(), docs.column("id").to_pylist()
         scores, ids = self.nearest(index, texts, windows)
-        q, rank = np.nonzero(ids != PAD_ID)
-        local = ids[q, rank] - (index << PART_BITS)
-        w = {c: windows.column(c).to_numpy()[local] for c in WINDOWS_SCHEMA.names}
-        table = pa.table({"query": q, "rank": rank, "cosine": scores[q, rank], "window": ids[q, rank],
-                          "doc_id": [doc_ids[d] for d in w["doc"]],
-                          **{c: w[c] for c in ("start_word", "n_words", "char_start", "char_end")},
-                          "text": [texts[d][a:b] for d, a, b in zip(w["doc"], w["char_start"], w["char_end"])]},
-                         schema=CANDIDATES_SCHEMA)
-        name = part_name(index)
-        files = {"candidates": self.dest.write_parquet(f"candidates.parquet/{name}.parquet", table),
-                 "quarantine": self.dest.write_parquet(f"quarantine.parquet/{name}.parquet",
-                                                       quarantine_table(quarantined))}
+
+        def rows_of(local: np.ndarray) -> dict:
+            w = {c: windows.column(c).to_numpy()[local] for c in WINDOWS_SCHEMA.names}
+            return {"doc_id": [doc_ids[d] for d in w["doc"]],
+                    **{c: w[c] for c in ("start_word", "n_words", "char_start", "char_end")},
+                    "text": [texts[d][a:b] for d, a, b in zip(w["doc"], w["char_start"], w["char_end"])]}
+
+        files = write_part(self.dest, index, scores, ids, rows_of, quarantined)
         return {"index": index, "records": docs.num_rows + len(quarantined), "documents": docs.num_rows,
                 "quarantined": len(quarantined), "reasons": reason_counts(quarantined), "windows": windows.num_rows,
+                "windows_cut": int(row.get("windows_cut", windows.num_rows)),
                 "read_s": row.get("read_s", 0.0), "embed_write_s": round(time.perf_counter() - t0, 3),
                 "files": files}
 

@@ -154,14 +154,33 @@ def test_a_rerun_reuses_every_part_and_adds_the_verbatim_pass(ray_session, resul
     assert md.startswith("# Tidemark overlap") and "## Rephrased items" in md
 
 
+def test_prefilter_embeds_fewer_windows_and_loses_no_flag(ray_session, result, study):
+    """--prefilter 0.5: the filler windows share no anchor with any item and are not embedded; every planted item
+    is flagged where it was, and the report says how many windows were cut and embedded."""
+    _, full = result
+    out = study["root"] / "out-prefilter"
+    run(study, out, prefilter=0.5)
+    s = json.loads((out / "report.json").read_text())["semantic"]
+    pf, every = s["prefilter"], json.loads((full / "report.json").read_text())["semantic"]
+    assert pf["bar"] == 0.5 and pf["windows_cut"] == every["counts"]["windows"] == s["counts"]["windows_cut"]
+    assert 0 < pf["windows_embedded"] == s["counts"]["windows"] < pf["windows_cut"]
+    assert pf["threshold_below_bar"] == (s["threshold"] < 0.5)  # said, since flags between the two may be missed
+    assert pf["uncovered_queries"] == 0 and every["prefilter"] is None
+    cols = ["id", "rephrased", "doc_id"]
+    flags = pq.read_table(out / "semantic.parquet", columns=cols).to_pylist()
+    before = pq.read_table(full / "semantic.parquet", columns=cols).to_pylist()
+    assert [r for r in flags if r["rephrased"]] == [r for r in before if r["rephrased"]] and s["flagged"] == 4
+
+
 def test_the_cli_refuses_n_0_without_semantic_and_semantic_on_an_index(study, tmp_path):
     from jobs.cli import app
 
     base = ["overlap", "--benchmark", str(study["root"] / "bench.jsonl"), "--out", str(tmp_path / "o")]
     res = CliRunner().invoke(app, [*base, "--corpus", str(study["corpus"]), "--n", "0"])
     assert res.exit_code == 2 and "--n 0" in res.output and "needs --semantic" in res.output
-    res = CliRunner().invoke(app, [*base, "--index", str(tmp_path), "--semantic"])
-    assert res.exit_code == 2 and "not built yet" in res.output
+    res = CliRunner().invoke(app, [*base, "--index", str(tmp_path), "--semantic", "--embedder", study["model"],
+                                   "--benchmark-field", "question"])
+    assert res.exit_code == 2 and "not a complete index" in res.output  # (test_overlap_semantic_index.py: the rest)
     res = CliRunner().invoke(app, [*base, "--corpus", str(study["corpus"]), "--semantic", "--embedder",
                                    str(tmp_path / "no-model")])
     assert res.exit_code == 2 and "error:" in res.output and not (tmp_path / "o").exists()
@@ -219,5 +238,6 @@ def test_minilm_flags_a_rephrase_inside_a_worksheet_that_shares_no_13_gram(ray_s
     assert REPHRASE in WORKSHEET[hit["char_start"]:hit["char_end"]]
     assert not any(rows[f"other{k}"]["rephrased"] for k in range(len(OTHERS)))
     s = json.loads((out / "report.json").read_text())["semantic"]
-    assert s["expected_false_flag_rate"] is None and s["verifier"]["answer_field"] == "target"
+    assert s["threshold_source"] == "default" and s["expected_false_flag_rate"] == 0.007
+    assert s["verifier"]["answer_field"] == "target"
     assert res["semantic"]["flagged"] == 1

@@ -51,6 +51,11 @@ def test_the_page_escapes_every_passage_and_shows_the_figure(tmp_path):
     assert "<script>" not in html and "<b>end</b>" not in html
     assert "&lt;script&gt;" in html and "&lt;b&gt;end&lt;/b&gt;" in html and "<mark>" in html
     assert 'src="data:image/png;base64,' in html and "not calibrated" in html  # the uncalibrated warning
+    r = report(flagged_items=[flagged_item()])
+    r["semantic"] |= {"threshold_source": "default", "expected_false_flag_rate": 0.007, "false_flag_upper_bound": 0.013,
+                      "threshold_reason": "no --null given: the default threshold, calibrated on the study's null"}
+    md, page = with_semantic("", None, r, tmp_path)
+    assert "give --null" in render(page) and "0.7%" in md and "study" in md
     assert "<script>" not in md and "&lt;b&gt;end&lt;/b&gt;" in md and "# Tidemark overlap (rephrased items)" in md
     assert page.headline.startswith("1 of 4 benchmark items (25.0%")
     cells = [c for s in page.sections for b in s.blocks if hasattr(b, "rows") for row in b.rows for c in row]

@@ -119,16 +119,17 @@ def test_plants_land_whole_at_the_recorded_word_and_positives_get_their_own_docu
 
 
 def test_the_variants_rescore_as_verify_does_and_find_anchor_twins():
-    from bench.semantic_variants import _rare0, anchor_twins, weighted_recall
+    from bench.semantic_variants import _rare, anchor_twins, weighted_recall
     from scoring.semantic.anchors import anchors
     from scoring.semantic.verify import WindowTerms, anchor_weight, verify
 
     item = anchors("Tom packs 24 pencils into 3 boxes at Lincoln School. How many palindromes?", answer="#### 72")
     window = WindowTerms.of("Lincoln school: tom has 3 boxes of 24 pencils, no palindromes.")
     v = verify(item, window)
-    assert weighted_recall(item, window, anchor_weight) == (v.score, v.abstain)
+    assert weighted_recall(item, window) == (v.score, v.abstain)
     no_rare = WindowTerms.of("Lincoln School: Tom has 3 boxes of 24 pencils.")
-    assert weighted_recall(item, no_rare, anchor_weight)[0] < 1.0 == weighted_recall(item, no_rare, _rare0)[0]
+    assert weighted_recall(item, no_rare, anchor_weight)[0] < 1.0 == weighted_recall(item, no_rare, _rare(0.0))[0]
+    assert weighted_recall(item, no_rare) == (verify(item, no_rare).score, False) == (1.0, False)
     a = {"input": "Today Ana has 12 cats and 3 dogs.", "template": "t"}
     planted = [{"input": "Today Ana has 12 cats, 3 dogs and 40 hens.", "template": "t"},  # a twin: holds them all
                {"input": "Today Bea has 12 cats and 3 dogs.", "template": "u"},  # another name

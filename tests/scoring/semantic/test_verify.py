@@ -19,11 +19,11 @@ FRENCH = ("Tom range 24 crayons dans chacune des trois bo\u00eetes. Il donne cin
 
 def test_the_score_is_the_weighted_recall_of_the_items_anchors():
     item = Anchors(numbers=frozenset({"48", "3"}), entities=frozenset({"Natalia"}), rare_words=frozenset({"barrettes"}))
-    # weights: 48 -> 3, 3 (small) -> 1, an entity -> 2, a rare word -> 1: 7 in all
+    # weights: 48 -> 3, 3 (small) -> 1, an entity -> 2: 6 >= MIN_WEIGHT, so the rare word weighs 0 (a fallback)
     v = verify(item, "Then natalia bought 3 barrettes, not 4.8 of them")
     assert v.found == {"numbers": 1, "code": 0, "entities": 1, "rare_words": 1}
     assert v.total == {"numbers": 2, "code": 0, "entities": 1, "rare_words": 1}
-    assert math.isclose(v.score, 4 / 7) and v.weight == 7.0 and not v.abstain
+    assert math.isclose(v.score, 3 / 6) and v.weight == 6.0 and not v.abstain
     assert v.answer_found is None
     assert v.recall("numbers") == 0.5 and math.isnan(v.recall("code"))
     assert verify(item, WindowTerms.of("48, 3, Natalia, barrettes")).score == 1.0
@@ -77,3 +77,29 @@ def test_a_name_at_a_windows_sentence_start_still_counts():
     item = Anchors(entities=frozenset({"Lincoln"}), code=frozenset({"hello world", "getName"}))
     v = verify(item, "Lincoln said getname. Then print('hello world').")
     assert v.found == {"numbers": 0, "code": 2, "entities": 1, "rare_words": 0}
+
+
+def test_rare_words_count_only_for_an_item_with_too_little_else():
+    """An item whose numbers, code and names weigh < MIN_WEIGHT decides on its rare words (weight 1 each)."""
+    item = Anchors(entities=frozenset({"Lactase"}), rare_words=frozenset({"enzyme", "lactose", "hydrolysis"}))
+    assert item_weight(item) == 2.0 + 3.0
+    v = verify(item, "the enzyme that splits lactose is lactase")
+    assert math.isclose(v.score, 4 / 5) and not v.abstain  # lactase (2), enzyme, lactose (1 + 1) of 5
+    with_number = Anchors(numbers=frozenset({"1935", "12"}), rare_words=frozenset({"lactose"}))
+    assert item_weight(with_number) == 6.0 and verify(with_number, "1935 12").score == 1.0  # lactose weighs 0
+
+
+def test_translations_keep_the_anchors_the_verifier_reads():
+    """What crosses a language: digits (with the thousands a translation writes: a narrow no-break space, or digits
+    against CJK characters) and names. Rare words weigh 0 for this item, so the English words lost cost nothing."""
+    item = anchors("Lucas had 1,050 stickers. He gave 1/6 of them to Hiro and then bought 54 more from Julia. "
+                   "How many stickers does Lucas have now?")
+    assert item.numbers == {"1050", "1", "6", "54"} and item.entities == {"Hiro", "Julia", "Lucas"}
+    french = ("Lucas avait 1\u202f050 autocollants. Il en a donné 1/6 à Hiro, puis en a acheté 54 de plus à Julia. "
+              "Combien d'autocollants Lucas a-t-il maintenant ?")
+    chinese = "卢卡斯有1,050张贴纸。他把其中的1/6给了Hiro，又从Julia那里买了54张。Lucas现在有多少张？"
+    assert verify(item, french).score == 1.0
+    v = verify(item, chinese)  # digits against CJK characters, names inside CJK \w runs: all found
+    assert v.found == {"numbers": 4, "code": 0, "entities": 3, "rare_words": 0} and v.score == 1.0
+    german_sibling = "Lukas hatte 2.050 Aufkleber und gab Hiro 1/5 davon."  # another problem: 2050, 1/5
+    assert verify(item, german_sibling).score < 0.5

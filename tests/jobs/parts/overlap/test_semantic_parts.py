@@ -79,11 +79,15 @@ def test_candidates_are_each_querys_exact_top_k_of_the_part(corpus, tmp_path, mo
         assert [(r["query"], r["rank"]) for r in got] == [(q, r) for q in range(len(s)) for r in range(3)]
         assert [r["window"] for r in got] == ids.ravel().tolist()
         assert np.allclose([r["cosine"] for r in got], s.ravel(), atol=1e-5)
-        for r in got:
+        assert set(got[0]) == {"query", "rank", "cosine", "window"}  # the texts are in windows.parquet, once each
+        kept = pq.read_table(dest.root / f"windows.parquet/part-{prep['index']:05d}.parquet").to_pylist()
+        assert [r["window"] for r in kept] == sorted(set(ids.ravel().tolist()))
+        for r in kept:
             w = win[r["window"] - (prep["index"] << 32)]
             doc = docs[w["doc"]]
             assert r["doc_id"] == doc["id"] and r["text"] == doc["text"][r["char_start"]:r["char_end"]]
-            assert (r["start_word"], r["n_words"]) == (w["start_word"], w["n_words"])
+            assert (r["start_word"], r["n_words"], r["char_start"]) == (w["start_word"], w["n_words"],
+                                                                      w["char_start"])
         assert summary["records"] == summary["documents"] + summary["quarantined"] == 12 + (prep["index"] == 0)
         assert summary["windows"] == len(win) and summary["reasons"] == ({"bad_json": 1} if prep["index"] == 0 else {})
         assert (dest.root / f"quarantine.parquet/part-{prep['index']:05d}.parquet").is_file()
@@ -113,13 +117,19 @@ def test_the_drivers_merge_equals_one_search_over_the_corpus_and_reads_the_chose
     assert all((c["doc_id"], c["text"]) == texts[w] for w, c in chosen.items())
 
 
-def test_the_threshold_without_a_null_is_the_uncalibrated_default():
+def test_the_threshold_without_a_null_is_the_default_with_the_rate_the_study_measured():
     from jobs.parts.overlap.semantic_run import threshold_block
-    from scoring.semantic.calibrate import DEFAULT_THRESHOLD
+    from scoring.semantic.calibrate import DEFAULT_CALIBRATION, DEFAULT_THRESHOLD
+    from scoring.stats.proportions import clopper_pearson_ci
 
     b = threshold_block(None, 0.01, None)
-    assert b["threshold"] == DEFAULT_THRESHOLD and b["expected_false_flag_rate"] is None and b["null"] is None
-    assert "not yet calibrated" in b["threshold_reason"]
+    d = DEFAULT_CALIBRATION
+    assert b["threshold"] == DEFAULT_THRESHOLD and b["null"] is None and b["threshold_source"] == "default"
+    assert b["expected_false_flag_rate"] == d["rate"] == d["n_flagged"] / d["n_null"] <= 0.01
+    # the stated bound is the one-sided 95% Clopper-Pearson bound of the study's count, not a number typed twice
+    assert b["false_flag_upper_bound"] == pytest.approx(clopper_pearson_ci(d["n_flagged"], d["n_null"], 0.1)[1],
+                                                         abs=1e-4)
+    assert "study" in b["threshold_reason"]
     c = threshold_block([0.0] * 99 + [0.4], 0.01, {"path": "null.jsonl"})
     assert c["threshold"] == 0.4 and c["expected_false_flag_rate"] == 0.01 and c["null"]["n"] == 100
     assert 0.01 < c["false_flag_upper_bound"] < 0.06

@@ -1,0 +1,216 @@
+"""`tidemark overlap --semantic --judge-model M --judge-api-base URL` end to end on Ray, against a fake
+OpenAI-compatible chat server on 127.0.0.1 that answers "Yes ..." when the passage holds a marker and "No." otherwise,
+and counts the requests. The tiny random sentence model (tests/sentence_models.py) and the items' template are
+test_overlap_semantic.py's; the corpus holds two items verbatim (flagged by the verifier; one passage marked, so the
+judge keeps one flag and vetoes the other), two items and two null items with one number changed (near misses
+below the threshold set on the null; one of each marked, so the judge rescues one item and flags one null item).
+
+One OUT, three runs: --judge-budget 2 asks the two most likely pairs only (the rest keep the verifier's decision);
+without a budget the rerun asks only the four pairs not yet answered; a third run asks nothing."""
+from __future__ import annotations
+
+import json
+import random
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from jobs.commands.overlap import OverlapConfig, run_overlap
+from sentence_models import build_sentence_model
+
+pytestmark = pytest.mark.ray
+
+NAMES = "Adaeze Bartholomew Cosima Dmitri Evangeline Fitzgerald Gwendolyn Horatio Isolde Jebediah Kassandra".split()
+FILLER = ("the farmer walked to the market with a basket of apples and came back home before the rain started "
+          "while his dog slept under the old tree").split()
+MARK = "[archived worksheet]"
+MODEL, KEY_ENV, KEY = "judge-7b", "TIDEMARK_TEST_JUDGE_KEY", "sekrit-judge-key"
+URL_SECRET = "url-password"  # a credential in the API base's URL, which no output may show
+
+
+def problem(name: str, a: int, b: int) -> str:
+    return (f"At the county fair, {name} bought {a} pencils and later gave {b} of them to the children of the "
+            f"village. How many pencils did {name} keep for the school?")
+
+
+class FakeJudge:
+    """POST /v1/chat/completions: "Yes, ..." when the user message holds MARK, else "No."; 401 without the key."""
+
+    def __init__(self):
+        self.requests = 0
+        judge = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                judge.requests += 1
+                if self.headers.get("Authorization") != f"Bearer {KEY}":
+                    status, out = 401, {"error": {"message": "invalid api key"}}
+                elif self.path != "/v1/chat/completions" or body.get("model") != MODEL:
+                    status, out = 404, {"error": {"message": f"no route {self.path} for {body.get('model')}"}}
+                else:
+                    text = ("Yes, the passage holds the same problem." if MARK in body["messages"][-1]["content"]
+                            else "No.")
+                    status, out = 200, {"object": "chat.completion", "model": MODEL, "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 100, "completion_tokens": 3}}
+                data = json.dumps(out).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __enter__(self) -> "FakeJudge":
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def judged(ray_session, tmp_path_factory) -> dict:
+    """The study and the three runs' reports, semantic.parquet and judge.jsonl (with the server's request count)."""
+    rng = random.Random(7)
+    root = tmp_path_factory.mktemp("judge")
+    nums = iter(rng.sample(range(100, 1000), 60))
+    items = [{"id": f"q{i}", "question": problem(NAMES[i], next(nums), next(nums))} for i in range(8)]
+    null = [{"id": f"n{i}", "question": problem(NAMES[8 + i], next(nums), next(nums))} for i in range(3)]
+
+    def near(text: str) -> str:  # the item with its first number changed: a near miss for the verifier
+        first = next(w for w in text.split() if w.isdigit())
+        return text.replace(first, str(next(nums)), 1)
+
+    docs = [{"id": "copy-0", "text": items[0]["question"] + " " + MARK}, {"id": "copy-1", "text": items[1]["question"]},
+            {"id": "near-2", "text": near(items[2]["question"]) + " " + MARK},
+            {"id": "near-3", "text": near(items[3]["question"])},
+            {"id": "null-near-0", "text": near(null[0]["question"])},
+            {"id": "null-near-1", "text": near(null[1]["question"]) + " " + MARK}]
+    docs += [{"id": f"doc-{j}", "text": " ".join(rng.choice(FILLER) for _ in range(rng.randint(20, 80)))}
+             for j in range(12)]
+    (root / "corpus").mkdir()
+    (root / "corpus" / "web.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (root / "bench.jsonl").write_text("".join(json.dumps(r) + "\n" for r in items))
+    (root / "null.jsonl").write_text("".join(json.dumps(r) + "\n" for r in null))
+    model = build_sentence_model(root / "model", [r["question"] for r in items + null] + [" ".join(FILLER)])
+    out = root / "out"
+    runs = []
+    mp = pytest.MonkeyPatch()
+    mp.setenv(KEY_ENV, KEY)
+    try:
+        with FakeJudge() as server:
+            for budget in (2, None, None):
+                before = server.requests
+                cfg = OverlapConfig(benchmark=str(root / "bench.jsonl"), corpus=str(root / "corpus"), out=str(out),
+                                    benchmark_field="question", semantic=True, n=0, embedder=str(model),
+                                    null=str(root / "null.jsonl"), progress=False, judge_model=MODEL,
+                                    judge_api_base=server.url.replace("//", f"//judge:{URL_SECRET}@"),
+                                    judge_budget=budget, judge_api_key_env=KEY_ENV)
+                run_overlap(cfg)
+                runs.append({"requests": server.requests - before,
+                             "report": json.loads((out / "report.json").read_text()),
+                             "rows": {r["id"]: r for r in pq.read_table(out / "semantic.parquet").to_pylist()},
+                             "answers": [json.loads(x) for x in (out / "semantic" / "judge.jsonl").read_text()
+                                         .splitlines()],
+                             "page": (out / "report.html").read_text(), "md": (out / "report.md").read_text()})
+    finally:
+        mp.undo()
+    return {"runs": runs, "out": out, "root": root}
+
+
+def test_the_budget_asks_the_most_likely_pairs_and_the_rest_keep_the_verifier(judged):
+    first = judged["runs"][0]
+    j = first["report"]["semantic"]["judge"]
+    assert first["requests"] == j["calls"] == 2 and j["budget"] == 2 and j["cached"] == 0
+    assert (j["pairs"], j["judged"], j["unjudged_by_budget"], j["failed"]) == (6, 2, 4, 0)
+    assert sorted(a["id"] for a in first["answers"]) == ["q0", "q1"]  # the two verbatim copies score highest
+    rows = first["rows"]
+    assert rows["q0"]["judge"] == "yes" and rows["q0"]["rephrased"]
+    assert rows["q1"]["judge"] == "no" and not rows["q1"]["rephrased"]  # the judge vetoes the verifier's flag
+    assert rows["q2"]["judge"] is None and not rows["q2"]["rephrased"]  # over the budget: the verifier's decision
+
+
+def test_the_judge_rescues_near_misses_vetoes_flags_and_is_measured_on_the_null(judged):
+    second = judged["runs"][1]
+    s = second["report"]["semantic"]
+    j, rows = s["judge"], second["rows"]
+    assert second["requests"] == j["calls"] == 4 and j["cached"] == 2  # the budgeted run's two answers reused
+    assert {k: r["judge"] for k, r in rows.items()} == {"q0": "yes", "q1": "no", "q2": "yes", "q3": "no", "q4": None,
+                                                        "q5": None, "q6": None, "q7": None}
+    assert [k for k, r in rows.items() if r["rephrased"]] == ["q0", "q2"]
+    assert 0 < rows["q2"]["decision_score"] < s["threshold"] <= rows["q0"]["decision_score"]  # a rescued near miss
+    assert (s["n"], s["flagged"]) == (8, 2) and s["null"]["flagged"] == 0  # the threshold flags no null item
+    b, n = j["benchmark"], j["null"]
+    assert (b["verifier_flagged"], b["flagged"], b["rescued"], b["vetoed"]) == (2, 2, 1, 1)
+    assert b["verdicts"] == {"no": 2, "yes": 2} and j["verdicts"] == {"no": 3, "yes": 3}
+    assert (n["n"], n["judged"], n["verifier_flagged"], n["flagged"]) == (3, 2, 0, 1)
+    assert n["false_flag_rate"] == pytest.approx(1 / 3) and n["false_flag_upper_bound"] > 1 / 3
+    assert j["model"] == MODEL and j["api_key_env"] == KEY_ENV and j["kinds"] == {"math": 6}
+    assert set(j["prompts"]) == {"math", "code", "knowledge"} and j["budget"] is None and "judge" not in s["settings"]
+    assert j["prompt_tokens"] == 400 and j["completion_tokens"] == 12  # this run's four calls
+
+
+def test_the_raw_answers_are_kept_one_row_per_judged_pair(judged):
+    answers = {a["id"]: a for a in judged["runs"][1]["answers"]}
+    assert sorted(answers) == ["n0", "n1", "q0", "q1", "q2", "q3"]
+    a = answers["q2"]
+    assert a["answer"] == "Yes, the passage holds the same problem." and a["verdict"] == "yes" and not a["null"]
+    assert a["doc_id"] == "near-2" and a["kind"] == "math" and len(a["prompt_digest"]) == 16 and len(a["request"]) == 32
+    assert a["char_start"] == 0 and a["char_end"] > 0 and a["n_words"] > 0 and a["error"] is None
+    assert answers["q0"]["cached"] and not answers["q2"]["cached"] and answers["n1"]["null"]
+    assert answers["q1"]["answer"] == "No." and answers["q1"]["verdict"] == "no"
+    journal = list((judged["out"] / "semantic" / "judge" / "_requests").rglob("*.jsonl"))
+    assert journal  # every answer as the server sent it, by request key
+
+
+def test_a_rerun_pays_nothing_and_decides_the_same(judged):
+    second, third = judged["runs"][1], judged["runs"][2]
+    j = third["report"]["semantic"]["judge"]
+    assert third["requests"] == j["calls"] == 0 and j["cached"] == 6 and j["prompt_tokens"] == 0
+    assert third["rows"] == second["rows"] and third["report"]["semantic"]["parts"]["reused"] == 1
+    assert all(a["cached"] for a in third["answers"])
+
+
+def test_the_report_shows_the_verdicts_and_never_a_credential(judged):
+    third = judged["runs"][2]
+    page, md = third["page"], third["md"]
+    assert "LLM judge judge-7b" in md and "| judge |" in md and "yes (flagged)" in md and "no (not flagged)" in md
+    assert "yes (flagged)" in page and "no (not flagged)" in page and "semantic/judge.jsonl" in page
+    shown = {t["id"]: t for t in third["report"]["semantic"]["flagged_items"]}
+    assert sorted(shown) == ["q0", "q1", "q2"]  # the verifier's flags and the judge's rescue
+    for f in [*judged["out"].rglob("*.json"), *judged["out"].rglob("*.jsonl"), *judged["out"].rglob("*.md")]:
+        assert KEY not in f.read_text() and URL_SECRET not in f.read_text(), f
+    assert third["report"]["semantic"]["judge"]["api_base"].startswith("http://judge:[REDACTED]@127.0.0.1:")
+
+
+def test_the_cli_refuses_judge_options_that_do_not_go_together(tmp_path):
+    from jobs.cli import app
+
+    base = ["overlap", "--benchmark", str(tmp_path / "b.jsonl"), "--corpus", str(tmp_path), "--out",
+            str(tmp_path / "o")]
+    res = CliRunner().invoke(app, [*base, "--judge-model", "m", "--judge-api-base", "http://127.0.0.1:1/v1"])
+    assert res.exit_code == 2 and "--judge-model, --judge-api-base need --semantic" in res.output
+    res = CliRunner().invoke(app, [*base, "--semantic", "--judge-model", "m"])
+    assert res.exit_code == 2 and "both --judge-model and --judge-api-base" in res.output
+    res = CliRunner().invoke(app, [*base, "--semantic", "--judge-budget", "3"])
+    assert res.exit_code == 2 and "both --judge-model and --judge-api-base" in res.output
+    res = CliRunner().invoke(app, [*base, "--semantic", "--judge-model", "m", "--judge-api-base", "localhost:8000",
+                                   "--judge-kind", "math"])
+    assert res.exit_code == 2 and "http(s) URL" in res.output
+    res = CliRunner().invoke(app, [*base, "--semantic", "--judge-model", "m", "--judge-api-base", "http://h/v1",
+                                   "--judge-kind", "trivia"])
+    assert res.exit_code == 2 and "--judge-kind must be" in res.output
+    assert not (tmp_path / "o").exists()
