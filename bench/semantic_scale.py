@@ -215,7 +215,7 @@ def main(argv=None) -> int:
 def render(r: dict) -> str:
     env = r["environment"]
     lines = ["# `overlap --semantic` at scale (issue 57)", "",
-             f"Command: `{r['command']}` · {env['timestamp']} · {env['device_name']} ({env['cpu_count']} cores), "
+             f"Command: `{r['command']}` · {env['timestamp']} · {env['device_name']}, "
              f"load average at the end {env['load_average']} · git {env['git'].get('commit', '')[:10]}"
              f"{' (dirty)' if env['git'].get('dirty') else ''} · wall {r['wall_seconds']} s.", "",
              f"Corpus: {r['inputs']['words']:,} words ({r['inputs']['bytes'] / 1e6:.1f} MB, {r['inputs']['files']} "
@@ -243,6 +243,14 @@ def render(r: dict) -> str:
                       f"{t['min_cosine_between_the_two_embeddings']}."]
         else:
             lines.append(f"sentence-transformers: {t['sentence_transformers']}.")
+        full = r["runs"].get("full")
+        if full and "st_best_windows_per_s" in t:
+            w = full["semantic"]["counts"]["windows"]
+            job = w / full["wall_s"]
+            lines += ["", f"The whole `full` run, start-up, reading, cutting, the items' embedding and the merge "
+                          f"included: {w:,} windows in {full['wall_s']} s, {job:.1f} windows/s, "
+                          f"{t['st_best_windows_per_s'] / job:.2f}x the cost of sentence-transformers' best encode "
+                          "loop over the windows alone."]
     return "\n".join(lines) + "\n"
 
 

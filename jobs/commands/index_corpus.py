@@ -55,6 +55,9 @@ class IndexConfig:
     embeddings: bool = option(False, "also embed every corpus window for `overlap --index --semantic` (vectors, "
                               "windows and an approximate-search index per shard, under IDX/embeddings/)",
                               flags=("--embeddings",))
+    actors: int = option(0, "with --embeddings: the embedder's actors (model replicas); 0: as many as suit the "
+                         "cluster", min=0)
+    gpus_per_actor: float = option(0.0, "with --embeddings: GPUs per embedder actor (0 = CPU)", min=0.0)
     embedder: str = option("minilm", "with --embeddings: a sentence-transformers model directory, or `minilm` "
                            "(all-MiniLM-L6-v2, which `make minilm` installs)")
     window_words: int = option(64, "with --embeddings: words per window (overlap --semantic sizes windows to twice "
@@ -132,7 +135,8 @@ def run_index(cfg: IndexConfig) -> dict:
     if plan is not None:
         from jobs.parts.index.embeddings import run_embeddings
 
-        info["embeddings"] = run_embeddings(parts, dest, plan, settings, digests, cfg.progress, cfg.resume)
+        info["embeddings"] = run_embeddings(parts, dest, plan, settings, digests, cfg.progress, cfg.resume,
+                                            cfg.actors, cfg.gpus_per_actor)
         info["seconds"] = round(time.perf_counter() - t0, 2)
     dest.write_json("index.json", info)
     dest.mark_complete({"job": STAGE, "documents": ledger.rows_out, "seconds": info["seconds"]})

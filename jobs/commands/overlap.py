@@ -83,6 +83,9 @@ class OverlapConfig:
                                     "flag", min=0.0, max=1.0)
     answer_field: Optional[str] = option(None, "with --semantic: the rows' answer field, whose final answer the "
                                          "verifier also looks for (default: `target` when the rows have it)")
+    actors: int = option(0, "with --semantic: the embedder's actors (model replicas); 0: as many as suit the "
+                         "cluster (one a CPU, single-threaded, or one a GPU)", min=0)
+    gpus_per_actor: float = option(0.0, "with --semantic: GPUs per embedder actor (0 = CPU)", min=0.0)
     prefilter: Optional[float] = option(None, "with --semantic: embed only the corpus windows that hold at least this "
                                         "share of some item's anchor weight (numbers, names, code; any anchor of an "
                                         "item with few): no flag is lost while the threshold is at least this "
@@ -105,8 +108,8 @@ class OverlapConfig:
 # reported under report.json's `semantic` (its `settings`, the judge's under `judge`), so a verbatim run's report is as
 # before
 SEMANTIC_FIELDS = ("semantic", "embedder", "top_k", "window_words", "window_stride", "null", "false_flag_rate",
-                   "answer_field", "prefilter", "judge_model", "judge_api_base", "judge_kind", "judge_budget",
-                   "judge_api_key_env")
+                   "answer_field", "prefilter", "actors", "gpus_per_actor", "judge_model", "judge_api_base",
+                   "judge_kind", "judge_budget", "judge_api_key_env")
 ANSWER_FIELD = "target"
 
 
@@ -190,7 +193,8 @@ def semantic_request(cfg: OverlapConfig, rows: list[dict]) -> tuple:
                           window_stride=stride, text_field=cfg.text_field, id_field=cfg.id_field or None,
                           opts={"requester_pays": cfg.requester_pays}, answer_field=answer,
                           false_flag_rate=cfg.false_flag_rate, null_path=cfg.null, resume=cfg.resume,
-                          progress=cfg.progress, prefilter=cfg.prefilter, judge=JudgeRequest(
+                          progress=cfg.progress, prefilter=cfg.prefilter, actors=cfg.actors,
+                          gpus_per_actor=cfg.gpus_per_actor, judge=JudgeRequest(
                               cfg.judge_api_base, cfg.judge_model, cfg.judge_kind, cfg.judge_budget,
                               cfg.judge_api_key_env) if cfg.judge_model else None)
     return req, null_rows, null_bad

@@ -210,7 +210,7 @@ class EmbedIndexWindows:
 
 
 def run_embeddings(parts: list, dest, plan: EmbeddingPlan, settings: dict, digests: dict, progress: bool,
-                   resume: bool) -> dict:
+                   resume: bool, actors: int = 0, gpus_per_actor: float = 0.0) -> dict:
     """Every index part's windows through the pool and the part loop; returns index.json's `embeddings` block."""
     from curation.io.ledger import Ledger
     from curation.io.outputs import Location, new_run_id
@@ -223,7 +223,7 @@ def run_embeddings(parts: list, dest, plan: EmbeddingPlan, settings: dict, diges
     t0 = time.perf_counter()
     facts = embedder_facts(plan.embedder)
     where = Location(dest.child(EMBEDDINGS))
-    spec = ScoringSpec((ModelBranch(plan.embedder, ("original",)),))
+    spec = ScoringSpec((ModelBranch(plan.embedder, ("original",)),), actors=actors, gpus_per_actor=gpus_per_actor)
     stages = PoolStages(PrepareIndexWindows, {}, EmbedIndexWindows, {"dest": where.uri}, {"plan": asdict(plan)})
     stats: dict = {}
     summaries = run_parts(parts, index=lambda p: p.index, digests=digests,

@@ -55,6 +55,8 @@ class SemanticRequest:
     batch_tokens: int = 16384
     judge: JudgeRequest | None = None  # the LLM judge of the decided pairs (--judge-model), or none
     prefilter: float | None = None  # the first stage's bar (--prefilter), None: every window is embedded
+    actors: int = 0  # the embedder's actors (0: as many as suit the cluster, jobs/plane/scoring_pool.pool_actors)
+    gpus_per_actor: float = 0.0  # > 0: the windows are embedded on GPUs
     index: str | None = None  # a corpus index with embeddings (index-corpus --embeddings), searched instead of `corpus`
 
 
@@ -124,7 +126,8 @@ def run_corpus_parts(req: SemanticRequest, plan, queries: np.ndarray, fp: str, w
     parts = plan_corpus_parts(req.corpus, req.opts)
     read = {"text_field": req.text_field, "id_field": req.id_field, "opts": req.opts, "window_words": plan.size,
             "window_stride": plan.stride}
-    spec = ScoringSpec((ModelBranch(req.embedder, ("original",)),))
+    spec = ScoringSpec((ModelBranch(req.embedder, ("original",)),), actors=req.actors,
+                       gpus_per_actor=req.gpus_per_actor)
     stages = PoolStages(PrepareWindows, {"prefilter": prefilter}, ScoreWindows, {"dest": where.uri},
                         {"queries": queries, "top_k": req.top_k, "max_tokens": req.max_tokens,
                          "batch_tokens": req.batch_tokens})

@@ -159,8 +159,9 @@ def test_prefilter_embeds_fewer_windows_and_loses_no_flag(ray_session, result, s
     is flagged where it was, and the report says how many windows were cut and embedded."""
     _, full = result
     out = study["root"] / "out-prefilter"
-    run(study, out, prefilter=0.5)
+    run(study, out, prefilter=0.5, actors=1)  # one embedder actor: the pool's setting reaches the spec
     s = json.loads((out / "report.json").read_text())["semantic"]
+    assert s["settings"]["actors"] == 1 and s["settings"]["gpus_per_actor"] == 0.0
     pf, every = s["prefilter"], json.loads((full / "report.json").read_text())["semantic"]
     assert pf["bar"] == 0.5 and pf["windows_cut"] == every["counts"]["windows"] == s["counts"]["windows_cut"]
     assert 0 < pf["windows_embedded"] == s["counts"]["windows"] < pf["windows_cut"]
