@@ -120,6 +120,13 @@ def write_json(out_dir: str | Path, name: str, payload: dict) -> Path:
     return path
 
 
+def write_results(out_dir: str | Path, name: str, result: dict, render, log=print) -> None:
+    """A study's NAME.json and NAME.md (render(result)) in out_dir, and a line saying so."""
+    write_json(out_dir, name, result)
+    (Path(out_dir) / f"{name}.md").write_text(render(result))
+    log(f"wrote {out_dir}/{name}.json and .md in {result.get('wall_seconds')} s")
+
+
 def _jsonable(x):
     if isinstance(x, (np.floating, np.integer)):
         return x.item()

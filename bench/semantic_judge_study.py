@@ -374,7 +374,7 @@ def run(cfg: dict, pairs_path: Path = PAIRS, cache_path: Path = CACHE, model: st
 
 # ---- the report ---------------------------------------------------------------------------------------------------
 def main(argv=None) -> int:
-    from bench.common import environment, write_json
+    from bench.common import environment, write_results
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="bench/results")
@@ -404,10 +404,7 @@ def main(argv=None) -> int:
     result["command"] = "python -m bench.semantic_judge_study " + " ".join(
         argv if argv is not None else sys.argv[1:])
     result["environment"] = environment("cpu")
-    name = "semantic_judge_study_quick" if args.quick else "semantic_judge_study"
-    write_json(args.out, name, result)
-    (Path(args.out) / f"{name}.md").write_text(render_md(result))
-    log(f"wrote {args.out}/{name}.json and .md in {result['wall_seconds']} s")
+    write_results(args.out, "semantic_judge_study_quick" if args.quick else "semantic_judge_study", result, render_md, log)
     return 0
 
 

@@ -305,7 +305,7 @@ def examples(items: list[dict], reps: dict[str, dict], n: int = 3) -> list[dict]
 
 
 def main(argv=None) -> int:
-    from bench.common import environment, write_json
+    from bench.common import environment, write_results
     from bench.semantic_report import render_md
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -321,10 +321,7 @@ def main(argv=None) -> int:
     result["wall_seconds"] = round(time.perf_counter() - t0, 1)
     result["command"] = "python -m bench.semantic_study " + " ".join(argv if argv is not None else sys.argv[1:])
     result["environment"] = environment("cpu")
-    name = "semantic_study_quick" if args.quick else "semantic_study"
-    write_json(args.out, name, result)
-    (Path(args.out) / f"{name}.md").write_text(render_md(result))
-    log(f"wrote {args.out}/{name}.json and .md in {result['wall_seconds']} s")
+    write_results(args.out, "semantic_study_quick" if args.quick else "semantic_study", result, render_md, log)
     return 0
 
 

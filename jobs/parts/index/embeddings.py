@@ -167,15 +167,11 @@ class EmbedIndexWindows:
     def score(self, row: dict) -> dict:
         from curation.io.ledger import quarantine_table, reason_counts
         from curation.io.outputs import Location
-        from jobs.parts.overlap.semantic_parts import EMBED_CHUNK
+        from jobs.parts.overlap.semantic_parts import EMBED_CHUNK, prepared_part
         from jobs.plane.part_store import part_name
-        from jobs.plane.scoring_pool import from_ipc
 
         t0 = time.perf_counter()
-        index = int(row["index"])
-        docs, windows = from_ipc(row["docs"]), from_ipc(row["windows"])
-        quarantined = from_ipc(row["quarantine"]).to_pylist()
-        texts, doc_ids = docs.column("text").to_pylist(), docs.column("id").to_pylist()
+        index, docs, windows, quarantined, texts, doc_ids = prepared_part(row)
         doc, start_word, n_words, lo, hi = (windows.column(c).to_numpy() for c in
                                             ("doc", "start_word", "n_words", "char_start", "char_end"))
         dtype, n, shards, embed_s = np.dtype(self.plan.dtype), len(doc), [], 0.0

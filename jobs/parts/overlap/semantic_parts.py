@@ -82,6 +82,14 @@ def part_item(part: CorpusPart, read: dict) -> dict:
     return {"part": json.dumps({"part": asdict(part), **read}, sort_keys=True)}
 
 
+def prepared_part(row: dict) -> tuple:
+    """A PrepareWindows row, unpacked: (part index, documents, windows, quarantined records, texts, document ids);
+    what every stage that embeds a part's windows starts from (here and jobs/parts/index/embeddings.py)."""
+    docs, windows = from_ipc(row["docs"]), from_ipc(row["windows"])
+    return (int(row["index"]), docs, windows, from_ipc(row["quarantine"]).to_pylist(),
+            docs.column("text").to_pylist(), docs.column("id").to_pylist())
+
+
 class PrepareWindows:
     """A part's work item -> its readable documents, their windows' offsets and the read quarantine, as IPC bytes."""
 
@@ -164,10 +172,7 @@ class ScoreWindows:
 
     def score(self, row: dict) -> dict:
         t0 = time.perf_counter()
-        index = int(row["index"])
-        docs, windows = from_ipc(row["docs"]), from_ipc(row["windows"])
-        quarantined = from_ipc(row["quarantine"]).to_pylist()
-        texts, doc_ids = docs.column("text").to_pylist(), docs.column("id").to_pylist()
+        index, docs, windows, quarantined, texts, doc_ids = prepared_part(row)
         scores, ids = self.nearest(index, texts, windows)
 
         def rows_of(local: np.ndarray) -> dict:
