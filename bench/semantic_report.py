@@ -141,6 +141,13 @@ def render_md(r: dict) -> str:
                      for n, x in m.items() if n != "ngram13"])
     lines += ["", "## Where the positives sit", ""]
     w = r["where_found"]
+    names = w.get("verifier_recall_by_names_kept")
+    if names:
+        lines += ["The verifier's recall on rephrases that kept every name of the original, and on those that "
+                  "dropped one:", ""]
+        lines += _table(["rephraser", "kept every name", "dropped a name"],
+                        [[p, pct(v["kept_every_name"]), pct(v["dropped_a_name"])] for p, v in names.items()])
+        lines.append("")
     lines += [f"Null items' best cosine: {w['null_best_cosine']}.", ""]
     for p in s["positives"]:
         if p not in w:

@@ -171,7 +171,7 @@ def run_study(cfg: dict, log=log) -> dict:
 
     from bench.semantic_rephrase import llm_rephrases, quality, wordnet_rephrases
     from bench.semantic_nulls import clean_corpus, write_decided_pairs
-    from bench.semantic_where import right_window, where_found
+    from bench.semantic_where import recall_by_names_kept, right_window, where_found
     from bench.semantic_stage1 import measure_prefilter
     from bench.semantic_variants import anchor_twins, measure_variants
     from scoring.overlap.matching import BenchmarkGrams, row_results, scan_texts
@@ -257,6 +257,8 @@ def run_study(cfg: dict, log=log) -> dict:
                            "rate": whole.expected_false_flag_rate, "upper_bound_95": round(whole.upper_bound, 4),
                            "target_rate": cfg["target_rate"]}
     detail = where_found(queries, role, docs, placed, wins, plan, top_ids, top_cos, ver, methods)
+    detail["verifier_recall_by_names_kept"] = recall_by_names_kept(queries, role, methods["verifier"]["flags"],
+                                                                   rephrasers)
     clean = clean_corpus(cfg, queries, role, half, wins, docs, keys, qv)
     t = time.perf_counter()
     variants = measure_variants(queries, role, half, wins["texts"], top_ids, top_cos, positives, calibrate, proportion)

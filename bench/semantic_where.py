@@ -58,3 +58,20 @@ def where_found(queries, role, docs, placed, wins, plan, top_ids, top_cos, ver, 
                                              for v in (True, False) if whole.count(v)}
         out[r] = d
     return out
+
+
+def recall_by_names_kept(queries, role, flags, rephrasers: dict) -> dict:
+    """Per rephraser, the verifier's recall on the rephrases that kept every name of the original and on those that
+    dropped one (a school's or a team's name is what a small model drops): the anchors a flag needs are the item's."""
+    from bench.semantic_rephrase import lost_names
+    from bench.semantic_measure import proportion
+
+    out = {}
+    for r, (_, reps) in rephrasers.items():
+        idx = [i for i in np.flatnonzero(role == r)]
+        kept = [not lost_names(queries[i]["input"], reps[queries[i]["id"]]["rephrase"]) for i in idx]
+        out[r] = {label: proportion(sum(bool(flags[i]) for i, k in zip(idx, kept) if k == want),
+                                    sum(k == want for k in kept))
+                  for label, want in (("kept_every_name", True), ("dropped_a_name", False))}
+    return out
+
