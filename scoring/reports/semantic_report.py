@@ -225,6 +225,17 @@ def semantic_page(r: dict, out: Path) -> Page:
                                           ("report.md", "this report as Markdown"), *files(s)])
 
 
+def judge_warning(page: Page, j: dict | None) -> Page:
+    """A judge that never said yes decides nothing: every flag it was asked about is vetoed, right or wrong. A tiny
+    model does exactly this (bench/results/semantic_judge_study.md: SmolLM2-135M, 0 yes of 607 pairs)."""
+    if not j or not j.get("judged") or j.get("verdicts", {}).get("yes", 0):
+        return page
+    unparsed = j.get("verdicts", {}).get("unparsed", 0)
+    return replace(page, warnings=[*page.warnings, f"The LLM judge said yes to none of the {j['judged']:,} pairs it "
+                                   f"judged ({unparsed:,} answers unparsed), so it vetoed every flag it was asked "
+                                   "about: check its answers in semantic/judge.jsonl before trusting a clean result."])
+
+
 def with_semantic(md: str, page: Page | None, r: dict, out: Path) -> tuple[str, Page]:
     """report.md and report.html with the semantic section: added to the verbatim report, or alone (--n 0)."""
     s = r["semantic"]
@@ -245,4 +256,4 @@ def with_semantic(md: str, page: Page | None, r: dict, out: Path) -> tuple[str, 
         page = replace(page, warnings=[*page.warnings, "The rephrase threshold is the default, calibrated on the "
                                        "study's GSM8K-style null, not on this benchmark: give --null (items that "
                                        "cannot be in the corpus) for a false-flag rate that is this benchmark's."])
-    return body + markdown(r), page
+    return body + markdown(r), judge_warning(page, s.get("judge"))

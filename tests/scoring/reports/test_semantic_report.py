@@ -72,3 +72,13 @@ def test_the_section_joins_a_verbatim_report_with_its_calibrated_threshold(tmp_p
     assert page.headline == "2 of 4 rows" and [s.title for s in page.sections][0] == "Shares"
     assert "semantic.parquet" in [f for f, _ in page.files] and not page.warnings
     assert "No item reached the threshold." in render(page)
+
+
+def test_a_judge_that_never_says_yes_is_warned_about():
+    from scoring.reports.semantic_report import judge_warning
+
+    page = Page(kind="k", headline="h", summary="s", facts=[], sections=[], warnings=[], files=[])
+    never = judge_warning(page, {"judged": 8, "verdicts": {"no": 3, "unparsed": 5}})
+    assert len(never.warnings) == 1 and "none of the 8 pairs" in never.warnings[0] and "5 answers" in never.warnings[0]
+    assert judge_warning(page, {"judged": 8, "verdicts": {"yes": 1, "no": 7}}).warnings == []
+    assert judge_warning(page, None).warnings == [] and judge_warning(page, {"judged": 0, "verdicts": {}}).warnings == []
