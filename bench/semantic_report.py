@@ -171,6 +171,11 @@ def render_md(r: dict) -> str:
                   f"on the whole null at {100 * dc['target_rate']:g}% over the full corpus: {dc['threshold']:.4f}, "
                   f"flagging {dc['n_flagged']} of {dc['n_null']} null items ({100 * dc['rate']:.1f}%, one-sided 95% "
                   f"bound {100 * dc['upper_bound_95']:.1f}%).", ""]
+        at = dc.get("at_default_threshold")
+        if at:
+            lines += [f"At the default threshold {at['threshold']:g} on this draw: null {pct(at['null'])}, never-planted "
+                      f"items {pct(at['false_flags_negatives'])}, recall "
+                      + ", ".join(f"{k} {pct(v)}" for k, v in at["recall"].items()) + ".", ""]
     for name, what in (("plain", "every window that overlaps no planted text: State of the Union prose only"),
                        ("siblings", "every document without a positive: the hard siblings stay")):
         c = r["clean_corpus"][name]

@@ -256,6 +256,13 @@ def run_study(cfg: dict, log=log) -> dict:
     default_calibration = {"threshold": whole.threshold, "n_null": whole.n_null, "n_flagged": whole.n_flagged,
                            "rate": whole.expected_false_flag_rate, "upper_bound_95": round(whole.upper_bound, 4),
                            "target_rate": cfg["target_rate"]}
+    from scoring.semantic.calibrate import DEFAULT_THRESHOLD
+
+    at_default = scores["verifier"] >= DEFAULT_THRESHOLD  # what a run without --null flags, on this draw
+    default_calibration["at_default_threshold"] = {
+        "threshold": DEFAULT_THRESHOLD, "null": proportion(at_default[role == "null"].sum(), (role == "null").sum()),
+        "false_flags_negatives": proportion(at_default[role == "negative"].sum(), (role == "negative").sum()),
+        "recall": {r: proportion(at_default[role == r].sum(), (role == r).sum()) for r in positives}}
     detail = where_found(queries, role, docs, placed, wins, plan, top_ids, top_cos, ver, methods)
     detail["verifier_recall_by_names_kept"] = recall_by_names_kept(queries, role, methods["verifier"]["flags"],
                                                                    rephrasers)
@@ -314,16 +321,22 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--quick", action="store_true", help="a small run (no LLM) to check the plumbing")
     ap.add_argument("--llm-budget-s", type=float, default=None, help="seconds of SmolLM2 generation allowed")
+    ap.add_argument("--seed", type=int, default=None, help="another independent draw (items, documents, plants, "
+                    "null halves): written as semantic_study_seedN; SmolLM2's cache holds seed 0's items only")
     args = ap.parse_args(argv)
     cfg = dict(QUICK if args.quick else FULL)
     if args.llm_budget_s is not None:
         cfg["llm_budget_s"] = args.llm_budget_s
+    name = "semantic_study_quick" if args.quick else "semantic_study"
+    if args.seed is not None and args.seed != cfg["seed"]:
+        name += f"_seed{args.seed}"
+        cfg |= {"seed": args.seed, "pairs_file": f"{cfg['pairs_file']}_seed{args.seed}"}
     t0 = time.perf_counter()
     result = run_study(cfg)
     result["wall_seconds"] = round(time.perf_counter() - t0, 1)
     result["command"] = "python -m bench.semantic_study " + " ".join(argv if argv is not None else sys.argv[1:])
     result["environment"] = environment("cpu")
-    write_results(args.out, "semantic_study_quick" if args.quick else "semantic_study", result, render_md, log)
+    write_results(args.out, name, result, render_md, log)
     return 0
 
 
