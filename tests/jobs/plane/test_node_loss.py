@@ -15,8 +15,9 @@ import json
 
 import pytest
 
-from bench.cluster_harness import parts_done, run_cli, two_node_cluster
+from bench.cluster_harness import parts_done
 from evaluate_outputs import assert_accounting, assert_same_outputs
+from node_loss_runs import run_losing_a_worker
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.heavy]
 
@@ -46,20 +47,7 @@ def test_evaluate_survives_losing_a_worker_node(study, ray_session, tmp_path):
     out = tmp_path / "out"
     argv = ["evaluate", "--benchmark", study["benchmark"], "--model", study["model"], "--out", str(out),
             "--methods", METHODS, "--actors", "2", "--shard-size", str(SHARD), "--quiet", "--stall-timeout", "120"]
-    with two_node_cluster(head_cpus=1, worker_cpus=1) as nodes:
-        first = run_cli(argv, nodes.address, tmp_path / "first.log", fault=nodes.remove_worker,
-                        fault_name="worker node removed", when=lambda: parts_done(out) >= 2,
-                        observe=lambda: {"parts": parts_done(out), "success": (out / "_SUCCESS").exists()},
-                        timeout_s=400)
-        assert first.fault == "worker node removed", first.stderr_tail
-        assert first.observed_at_fault["parts"] < n_parts and not first.observed_at_fault["success"]  # mid-job
-        assert first.rc is not None, f"the job hung after losing a node: {first.stderr_tail}"
-        runs = [first]
-        if first.rc != 0:  # a clean failure: one line saying why, no _SUCCESS, and the same command resumes
-            assert len(first.error_lines()) == 1, first.stderr_tail
-            assert not (out / "_SUCCESS").exists()
-            runs.append(run_cli(argv, nodes.address, tmp_path / "second.log", timeout_s=400))
-            assert runs[-1].rc == 0, runs[-1].stderr_tail
+    runs = run_losing_a_worker(argv, out, tmp_path, lambda: parts_done(out), n_parts)
     assert_same_outputs(clean, out)
     run = assert_accounting(out, study["n"])
     stats = run["parts"]

@@ -14,7 +14,8 @@ import random
 import pyarrow.parquet as pq
 import pytest
 
-from bench.cluster_harness import parts_done, run_cli, two_node_cluster
+from bench.cluster_harness import parts_done
+from node_loss_runs import run_losing_a_worker
 from sentence_models import build_sentence_model
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.heavy]
@@ -67,21 +68,7 @@ def test_overlap_semantic_survives_losing_a_worker_node(study, ray_session, tmp_
     assert parts_done(clean / "semantic") == FILES
 
     out = tmp_path / "out"
-    with two_node_cluster(head_cpus=1, worker_cpus=1) as nodes:
-        first = run_cli(argv(study, out), nodes.address, tmp_path / "first.log", fault=nodes.remove_worker,
-                        fault_name="worker node removed", when=lambda: parts_done(out / "semantic") >= 2,
-                        observe=lambda: {"parts": parts_done(out / "semantic"),
-                                         "success": (out / "_SUCCESS").exists()},
-                        timeout_s=400)
-        assert first.fault == "worker node removed", first.stderr_tail
-        assert first.observed_at_fault["parts"] < FILES and not first.observed_at_fault["success"]  # mid-job
-        assert first.rc is not None, f"the job hung after losing a node: {first.stderr_tail}"
-        runs = [first]
-        if first.rc != 0:  # a clean failure: one line saying why, no _SUCCESS, and the same command resumes
-            assert len(first.error_lines()) == 1, first.stderr_tail
-            assert not (out / "_SUCCESS").exists()
-            runs.append(run_cli(argv(study, out), nodes.address, tmp_path / "second.log", timeout_s=400))
-            assert runs[-1].rc == 0, runs[-1].stderr_tail
+    runs = run_losing_a_worker(argv(study, out), out, tmp_path, lambda: parts_done(out / "semantic"), FILES)
     assert pq.read_table(out / "semantic.parquet").equals(pq.read_table(clean / "semantic.parquet"))
     s = json.loads((out / "report.json").read_text())["semantic"]
     c = s["counts"]
