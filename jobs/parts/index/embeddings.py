@@ -37,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from jobs.parts.overlap.semantic_index import EMBEDDINGS
+from jobs.parts.overlap.semantic_parts import PrepareWindows, cut_part
 
 FORMAT = "tidemark window embeddings v1: vectors.KKK.npy, windows.KKK.parquet, ann.KKK.faiss, shards.json"
 DTYPES = ("float16", "float32")
@@ -98,41 +99,17 @@ def part_item(part, settings: dict, plan: EmbeddingPlan) -> dict:
                                sort_keys=True)}
 
 
-class PrepareIndexWindows:
-    """An index part's work item -> its readable documents, their windows' offsets and the read quarantine, in
-    the form semantic_parts.PrepareWindows gives (IPC bytes), read from all of the part's files in order."""
+class PrepareIndexWindows(PrepareWindows):
+    """An index part's work item -> what semantic_parts.PrepareWindows gives (semantic_parts.cut_part), read from
+    all of the part's files in order; every window is kept (an index serves any later benchmark)."""
 
     def __init__(self, **_):
-        pass
+        super().__init__()
 
     def prepare(self, item_json: str) -> dict:
-        from curation.io.corpus_files import STAGE, read_records
-        from curation.io.ledger import quarantine_record, quarantine_table
-        from jobs.parts.overlap.semantic_parts import DOCS_SCHEMA, WINDOWS_SCHEMA
-        from jobs.plane.scoring_pool import to_ipc
-        from scoring.semantic.windows import WindowPlan, window_offsets
-
-        t0 = time.perf_counter()
         item = json.loads(item_json)
         part = item["part"]
-        plan = WindowPlan(item["window_words"], item["window_stride"])
-        ids, texts, bad, windows = [], [], [], []
-        for path in part["paths"]:
-            for rid, text, problem in read_records(path, part["root"], text_field=item["text_field"],
-                                                   id_field=item["id_field"], opts=item["opts"]):
-                if problem:
-                    bad.append(quarantine_record(rid, STAGE, *problem))
-                    continue
-                windows += [(len(ids), *w) for w in window_offsets(text, plan)]
-                ids.append(rid)
-                texts.append(text)
-        cols = list(zip(*windows)) if windows else [[] for _ in WINDOWS_SCHEMA.names]
-        return {"index": part["index"], "docs": to_ipc(pa.table({"id": ids, "text": texts}, schema=DOCS_SCHEMA)),
-                "windows": to_ipc(pa.table(dict(zip(WINDOWS_SCHEMA.names, cols)), schema=WINDOWS_SCHEMA)),
-                "quarantine": to_ipc(quarantine_table(bad)), "read_s": round(time.perf_counter() - t0, 3)}
-
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        return pa.Table.from_pylist([self.prepare(p) for p in batch.column("part").to_pylist()])
+        return cut_part(part["index"], [(path, part["root"]) for path in part["paths"]], item)
 
 
 class EmbedIndexWindows:

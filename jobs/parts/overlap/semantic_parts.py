@@ -90,6 +90,34 @@ def prepared_part(row: dict) -> tuple:
             docs.column("text").to_pylist(), docs.column("id").to_pylist())
 
 
+def cut_part(index: int, files: list[tuple[str, str]], item: dict, kept=lambda text, offsets: offsets) -> dict:
+    """A part's (path, root) files read in order, bad records quarantined, each document cut into windows (offsets
+    only; `kept(text, offsets)` picks the ones worth embedding): the prepared part both window-embedding stages
+    start from (PrepareWindows here, jobs/parts/index/embeddings.PrepareIndexWindows), as IPC bytes."""
+    from curation.io.corpus_files import STAGE, read_records
+    from scoring.semantic.windows import WindowPlan, window_offsets
+
+    t0 = time.perf_counter()
+    plan = WindowPlan(item["window_words"], item["window_stride"])
+    ids, texts, bad, windows, cut = [], [], [], [], 0
+    for path, root in files:
+        for rid, text, problem in read_records(path, root, text_field=item["text_field"],
+                                               id_field=item["id_field"], opts=item["opts"]):
+            if problem:
+                bad.append(quarantine_record(rid, STAGE, *problem))
+                continue
+            offsets = window_offsets(text, plan)
+            cut += len(offsets)
+            windows += [(len(ids), *w) for w in kept(text, offsets)]
+            ids.append(rid)
+            texts.append(text)
+    cols = list(zip(*windows)) if windows else [[] for _ in WINDOWS_SCHEMA.names]
+    return {"index": index, "docs": to_ipc(pa.table({"id": ids, "text": texts}, schema=DOCS_SCHEMA)),
+            "windows": to_ipc(pa.table(dict(zip(WINDOWS_SCHEMA.names, cols)), schema=WINDOWS_SCHEMA)),
+            "quarantine": to_ipc(quarantine_table(bad)), "windows_cut": cut,
+            "read_s": round(time.perf_counter() - t0, 3)}
+
+
 class PrepareWindows:
     """A part's work item -> its readable documents, their windows' offsets and the read quarantine, as IPC bytes."""
 
@@ -111,29 +139,9 @@ class PrepareWindows:
         return [w for w in offsets if self.prefilter.keep(WindowTerms.of(text[w[2]:w[3]]))]
 
     def prepare(self, item_json: str) -> dict:
-        from curation.io.corpus_files import STAGE, read_records
-        from scoring.semantic.windows import WindowPlan, window_offsets
-
-        t0 = time.perf_counter()
         item = json.loads(item_json)
         part = CorpusPart(**item["part"])
-        plan = WindowPlan(item["window_words"], item["window_stride"])
-        ids, texts, bad, windows, cut = [], [], [], [], 0
-        for rid, text, problem in read_records(part.path, part.root, text_field=item["text_field"],
-                                               id_field=item["id_field"], opts=item["opts"]):
-            if problem:
-                bad.append(quarantine_record(rid, STAGE, *problem))
-                continue
-            offsets = window_offsets(text, plan)
-            cut += len(offsets)
-            windows += [(len(ids), *w) for w in self.kept(text, offsets)]
-            ids.append(rid)
-            texts.append(text)
-        cols = list(zip(*windows)) if windows else [[] for _ in WINDOWS_SCHEMA.names]
-        return {"index": part.index, "docs": to_ipc(pa.table({"id": ids, "text": texts}, schema=DOCS_SCHEMA)),
-                "windows": to_ipc(pa.table(dict(zip(WINDOWS_SCHEMA.names, cols)), schema=WINDOWS_SCHEMA)),
-                "quarantine": to_ipc(quarantine_table(bad)), "windows_cut": cut,
-                "read_s": round(time.perf_counter() - t0, 3)}
+        return cut_part(part.index, [(part.path, part.root)], item, self.kept)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         return pa.Table.from_pylist([self.prepare(p) for p in batch.column("part").to_pylist()])
