@@ -179,7 +179,8 @@ def sections(r: dict, out: Path, title: str = "Rephrased items (semantic overlap
         ["windows", f"{s['window']['size']} words every {s['window']['stride']} ({s['window']['how']})"],
         ["nearest windows per item", s["top_k"]],
         ["verifier weights", ", ".join(f"{k} {w:g}" for k, w in v["weights"].items())
-         + f"; numbers up to {v['small_number_max']} weigh {v['small_number_weight']:g}"],
+         + f"; numbers up to {v['small_number_max']} weigh {v['small_number_weight']:g}; rare words only for an "
+           f"item whose other anchors weigh < {v['min_weight']:g}, else 0"],
         ["abstain below", f"{v['min_weight']:g} of anchor weight"],
         ["windows embedded", s["counts"]["windows"]], *judge_settings(s.get("judge"))],
         caption="How the rephrased items were found"))

@@ -260,7 +260,8 @@ def verifier_block(answer_field: str | None) -> dict:
 
     return {"rule": "decision = 0 if cosine < cosine_floor; else the verifier's weighted anchor recall, or "
                     "(cosine - abstain_cosine) / (1 - abstain_cosine) when the item abstains (its anchors weigh "
-                    "< min_weight); an item's decision is its best candidate's",
+                    "< min_weight); rare words weigh weights.rare_words only for an item whose other anchors weigh "
+                    "< min_weight, else 0; an item's decision is its best candidate's",
             "weights": WEIGHTS, "small_number_weight": SMALL_NUMBER_WEIGHT, "small_number_max": SMALL_NUMBER_MAX,
             "min_weight": MIN_WEIGHT, "cosine_floor": COSINE_FLOOR, "abstain_cosine": ABSTAIN_COSINE,
             "answer_field": answer_field}
