@@ -73,9 +73,13 @@ def null_rate(null_scores, threshold: float) -> Calibration:
     if not s.size:
         raise ValueError("a null rate needs at least one null score that is not NaN")
     k = int((s >= threshold).sum())
-    # a one-sided bound at 95% is the upper end of the two-sided interval at 90%
-    upper = clopper_pearson_ci(k, s.size, alpha=2 * (1 - CONFIDENCE))[1]
-    return Calibration(float(threshold), int(s.size), k, k / s.size, upper)
+    return Calibration(float(threshold), int(s.size), k, k / s.size, false_flag_bound(k, s.size))
+
+
+def false_flag_bound(k: int, n: int) -> float:
+    """The one-sided 95% Clopper-Pearson upper bound on a false-flag rate of k flagged in n: the upper end of the
+    two-sided interval at 90%."""
+    return clopper_pearson_ci(k, n, alpha=2 * (1 - CONFIDENCE))[1]
 
 
 def threshold_from_null(null_scores, target_rate: float) -> Calibration:

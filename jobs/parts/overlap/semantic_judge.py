@@ -99,7 +99,7 @@ def run_judge(jreq: JudgeRequest, ids: Sequence[str], texts: Sequence[str], deci
     """Judge the pairs of the items (the first `n_items`) and of the null's: (each one's verdict or None, report.json's
     `semantic.judge` block). Writes OUT/semantic/judge.jsonl (through `where`, OUT/semantic/)."""
     from jobs.kit.redact import redact_text
-    from scoring.semantic.calibrate import null_rate
+    from scoring.semantic.calibrate import false_flag_bound
 
     t0 = time.perf_counter()
     judged, left = plan(decisions, threshold, jreq.budget)
@@ -124,8 +124,7 @@ def run_judge(jreq: JudgeRequest, ids: Sequence[str], texts: Sequence[str], deci
     null_side = side(null, decisions, verdicts, threshold, cut, failed) if len(null) else None
     if null_side is not None:  # the judged decision's false flags on the null, with calibrate's one-sided bound
         k, n = null_side["flagged"], null_side["n"]
-        c = null_rate([1.0] * k + [0.0] * (n - k), 0.5)
-        null_side |= {"false_flag_rate": c.expected_false_flag_rate, "false_flag_upper_bound": c.upper_bound}
+        null_side |= {"false_flag_rate": k / n, "false_flag_upper_bound": false_flag_bound(k, n)}
     return verdicts, {
         "model": jreq.model, "api_base": redact_text(jreq.api_base), "api_key_env": jreq.api_key_env,
         "endpoint": "chat/completions", "kind": jreq.kind, "prompts": {k: prompt_digest(k) for k in KINDS},
