@@ -49,6 +49,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from bench.semantic_measure import proportion
 from bench.semantic_judge_report import POSITIVE_ROLES, RULE_LABELS, RULES, ROLES, TINY, render_md  # noqa: F401
 
 WORK = Path(__file__).resolve().parent / "results" / "_work"
@@ -89,14 +90,6 @@ def rule_flags(score: float, verdict: str | None, threshold: float = THRESHOLD) 
             "judge": yes if judged else None,
             "verifier_and_judge": (yes if judged else None) if v else False,
             "overlap_rule": overlap}
-
-
-def proportion(k: int, n: int) -> dict:
-    from scoring.stats.proportions import clopper_pearson_ci
-
-    lo, hi = clopper_pearson_ci(int(k), int(n))
-    return {"k": int(k), "n": int(n), "rate": round(k / n, 4) if n else None,
-            "ci95": [round(lo, 4), round(hi, 4)] if n else None}
 
 
 def tally(pairs: Iterable[dict], verdicts: dict, threshold: float = THRESHOLD) -> dict[str, dict]:

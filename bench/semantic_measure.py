@@ -31,7 +31,8 @@ def proportion(k: int, n: int) -> dict:
     from scoring.stats.proportions import clopper_pearson_ci
 
     lo, hi = clopper_pearson_ci(int(k), int(n))
-    return {"k": int(k), "n": int(n), "rate": round(k / n, 4) if n else None, "ci95": [round(lo, 4), round(hi, 4)]}
+    return {"k": int(k), "n": int(n), "rate": round(k / n, 4) if n else None,
+            "ci95": [round(lo, 4), round(hi, 4)] if n else None}
 
 
 def calibrate(null_scores: np.ndarray, half: np.ndarray, target: float) -> dict:
