@@ -22,7 +22,6 @@ read), so items are joined by id or, where the ids differ, by text.
 """
 from __future__ import annotations
 
-import io
 
 import numpy as np
 import pyarrow as pa
@@ -60,14 +59,6 @@ def read_evidence(spec: str, settings: dict) -> list[dict]:
     raise ValueError(f"--evidence {path}: a {job!r} output; impact reads overlap, evaluate and audit outputs")
 
 
-def _parquet(loc: Location, rel: str, columns=None) -> pa.Table:
-    import pyarrow.parquet as pq
-
-    if loc.s3:
-        return pq.read_table(io.BytesIO(loc.read_bytes(rel)), columns=columns)
-    return pq.read_table(loc.root / rel, columns=columns)
-
-
 def _keys(benchmark: str | None, field: str | None, ids: list[str]) -> list:
     """The text key of each id, from the benchmark the evidence job read (None where it cannot be read here)."""
     from jobs.plane.benchmark_reader import text_keys
@@ -99,7 +90,7 @@ def _overlap(loc: Location, path: str, role: str | None, settings: dict) -> list
 def _verbatim(loc: Location, path: str, role: str, settings: dict, report: dict, keys: dict) -> dict:
     field = (report.get("settings") or {}).get("benchmark_field")
     threshold = float(settings.get(f"{role}_threshold", 0.0))
-    rows = _parquet(loc, "rows.parquet", ["id", "share"])
+    rows = loc.read_parquet("rows.parquet", ["id", "share"])
     share = rows.column("share").to_numpy(zero_copy_only=False).astype(np.float64)
     checked = np.isfinite(share)  # a row shorter than n words has no n-gram: no evidence either way, not "clean"
     rows, share = rows.filter(pa.array(checked)), share[checked]
@@ -115,7 +106,7 @@ def _verbatim(loc: Location, path: str, role: str, settings: dict, report: dict,
 def _semantic(loc: Location, path: str, block: dict, keys: dict) -> dict:
     """semantic.parquet as evidence: every scored row is checked (a row the corpus gave no window has decision score
     0 and is not flagged: evidence of absence, as a verbatim share of 0 is)."""
-    rows = _parquet(loc, "semantic.parquet", ["id", "decision_score", "rephrased"])
+    rows = loc.read_parquet("semantic.parquet", ["id", "decision_score", "rephrased"])
     ids = rows.column("id").to_pylist()
     value = pc.fill_null(rows.column("decision_score"), np.nan).to_numpy(zero_copy_only=False).astype(np.float64)
     flag = pc.fill_null(rows.column("rephrased"), False)
