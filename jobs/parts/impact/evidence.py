@@ -22,7 +22,6 @@ read), so items are joined by id or, where the ids differ, by text.
 """
 from __future__ import annotations
 
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
