@@ -45,3 +45,8 @@ def calibrate(null_scores: np.ndarray, half: np.ndarray, target: float) -> dict:
                                                    "rate": cal.expected_false_flag_rate,
                                                    "upper_bound_95": round(cal.upper_bound, 4)},
             "held_out": proportion(held.n_flagged, held.n_null) | {"upper_bound_95": round(held.upper_bound, 4)}}
+
+
+def window_subset(wins: dict, keep: np.ndarray) -> dict:
+    """The study's windows (texts, doc, start, n) at the indices `keep`, in order."""
+    return {k: ([wins["texts"][i] for i in keep] if k == "texts" else v[keep]) for k, v in wins.items()}

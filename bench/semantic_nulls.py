@@ -44,7 +44,7 @@ def clean_corpus(cfg, queries, role, half, wins, docs, keys, qv) -> dict:
     at all (State of the Union prose). For each: the benchmark's flagged share there (truth: none of it is in that
     corpus) at the threshold set on null half A and at the default threshold (set on the whole null, as
     calibrate.DEFAULT_THRESHOLD was), against the rates those calibrations state."""
-    from bench.semantic_measure import calibrate, candidate_scores, proportion
+    from bench.semantic_measure import calibrate, candidate_scores, proportion, window_subset
     from scoring.semantic.calibrate import null_rate, threshold_from_null
     from scoring.semantic.search import top_k
 
@@ -54,7 +54,7 @@ def clean_corpus(cfg, queries, role, half, wins, docs, keys, qv) -> dict:
     bench = role != "null"
     out = {}
     for name, keep in subsets.items():
-        sub = {k: ([wins["texts"][i] for i in keep] if k == "texts" else v[keep]) for k, v in wins.items()}
+        sub = window_subset(wins, keep)
         top_cos, top_ids = top_k(qv, keys[keep], cfg["k"])
         dec, _, _ = candidate_scores(queries, sub, top_ids, top_cos)
         o = {"documents": len({int(d) for d in sub["doc"]}), "windows": int(keep.size)}

@@ -17,6 +17,7 @@ def measure_prefilter(cfg, queries, role, half, wins, keys, qv, positives, candi
                       bars=(0.5,)) -> dict:
     """For each bar: kept windows, prefilter seconds per 1,000 windows, and the verifier's numbers on the kept
     windows (the study's functions passed in, so the files do not import each other)."""
+    from bench.semantic_measure import window_subset
     from scoring.semantic.anchors import anchors
     from scoring.semantic.prefilter import Prefilter
     from scoring.semantic.search import top_k
@@ -29,7 +30,7 @@ def measure_prefilter(cfg, queries, role, half, wins, keys, qv, positives, candi
         mask = pf.mask(wins["texts"])
         secs = time.perf_counter() - t
         keep = np.flatnonzero(mask)
-        sub = {k: ([wins["texts"][i] for i in keep] if k == "texts" else v[keep]) for k, v in wins.items()}
+        sub = window_subset(wins, keep)
         top_cos, top_ids = top_k(qv, keys[keep], cfg["k"])
         dec, _, _ = candidate_scores(queries, sub, top_ids, top_cos)
         s = dec.max(1)
