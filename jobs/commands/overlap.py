@@ -169,7 +169,8 @@ def read_rows(cfg: OverlapConfig, path: str | None = None, keep: tuple = ()) -> 
 
 def semantic_request(cfg: OverlapConfig, rows: list[dict]) -> tuple:
     """(SemanticRequest, null rows or None, null quarantine), resolved on the driver before OUT is touched: the
-    embedder's absolute directory, the answer field the rows carry, the null read with the benchmark's reader."""
+    embedder's absolute directory, the answer field the rows carry, the null read with the benchmark's reader, the
+    judge's server probed (semantic_judge.probe_judge) when there is a judge."""
     from jobs.parts.overlap.semantic_judge import JudgeRequest
     from jobs.parts.overlap.semantic_run import SemanticRequest
     from scoring.semantic.embed import resolve_embedder
@@ -197,6 +198,10 @@ def semantic_request(cfg: OverlapConfig, rows: list[dict]) -> tuple:
                           gpus_per_actor=cfg.gpus_per_actor, judge=JudgeRequest(
                               cfg.judge_api_base, cfg.judge_model, cfg.judge_kind, cfg.judge_budget,
                               cfg.judge_api_key_env) if cfg.judge_model else None)
+    if req.judge is not None:  # the judge asks only after the corpus pass: an unusable server fails now, not then
+        from jobs.parts.overlap.semantic_judge import probe_judge
+
+        probe_judge(req.judge)
     return req, null_rows, null_bad
 
 
@@ -254,7 +259,7 @@ def run_overlap(cfg: OverlapConfig) -> dict:
         from jobs.parts.overlap.corpus_scan import plan_corpus_parts
 
         plan_corpus_parts(cfg.corpus, {"requester_pays": cfg.requester_pays})  # a missing corpus fails before OUT
-    sem = semantic_request(cfg, rows) if cfg.semantic else None  # a missing embedder or null fails before OUT too
+    sem = semantic_request(cfg, rows) if cfg.semantic else None  # an unusable embedder, null or judge fails before OUT
     bench = BenchmarkGrams.of(rows, cfg.n) if cfg.n else None
     if bench is not None and bench.distinct.size > MAX_BENCHMARK_NGRAMS:
         raise ValueError(f"{cfg.benchmark}: {bench.distinct.size:,} distinct {cfg.n}-grams, more than the "

@@ -6,7 +6,9 @@ scoring/generation's RequestRunner (the served-model client's retries, rate limi
 thread pool) over the chat endpoint, as a text-only evaluation does; no second HTTP client. Every answer is written
 to text-only's Journal as it arrives, under OUT/semantic/judge/_requests/, keyed by the request (the messages, the
 sampling, the served model's name; not the address or the key), so a rerun with the same OUT pays nothing for a pair
-already asked, and a job stopped mid-way (a server gone, Ctrl-C) loses only the requests in flight.
+already asked, and a job stopped mid-way (a server gone, Ctrl-C) loses only the requests in flight. The pairs come
+only after the corpus pass, so the command first sends the server one tiny request (probe_judge) and stops at once,
+exit 2, when it cannot be used.
 
 --judge-budget N: at most N pairs are judged, the most likely rephrases first (decision score, then cosine, then
 input order; benchmark and null items alike, so the null is judged under the same rule as the benchmark). The N are
@@ -29,6 +31,8 @@ from scoring.semantic.judge import (KINDS, LOWER_BAR, MAX_TOKENS, TEMPERATURE, k
 JUDGE_DIR = "judge"  # under OUT/semantic/: the journal of the server's answers
 ANSWERS = "judge.jsonl"  # under OUT/semantic/
 KEY_ENV = "OPENAI_API_KEY"  # the text-only path's key variable, the default of --judge-api-key-env
+PROBE_PROMPT = "Reply with the single word: ok"  # probe_judge's one request (max_tokens 1, temperature 0)
+PROBE_RETRIES = 2  # the probe's retries: a refused connection fails in ~2 s, not the judge's ~30 s of backoff
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,30 @@ def ask(jreq: JudgeRequest, requests: list, where) -> tuple[list[dict], set, dic
         journal.flush()
         runner.close()
     return rows, set(cached), dict(runner.stats)
+
+
+def probe_judge(jreq: JudgeRequest) -> None:
+    """One tiny chat request before any corpus work, so a judge server that is not there, or that refuses the key
+    or the model (401/403/404), stops the command in seconds rather than after a corpus pass of hours. It goes
+    through the judge's client (same endpoint, key and per-request timeout) with fewer retries and a short backoff,
+    and not through the journal: it is not a judged pair. Raises ApiFatal (a RuntimeError: exit 2) with the
+    redacted URL, the model, the reason and the options to check."""
+    from jobs.kit.redact import redact_text
+    from scoring.api.client import ApiConfig, ApiError, ApiFatal, CompletionsClient
+
+    api = ApiConfig(base=jreq.api_base, model=jreq.model, mode="none", method="generate", concurrency=1,
+                    max_retries=PROBE_RETRIES, backoff_s=0.5, max_backoff_s=1.0)
+    key = os.environ.get(jreq.api_key_env)
+    client = CompletionsClient(api, key, endpoint="chat/completions")
+    try:
+        client.complete({"messages": [{"role": "user", "content": PROBE_PROMPT}], "max_tokens": 1, "temperature": 0})
+    except ApiError as exc:  # ApiFatal, ApiRefused (5xx/429 on every try), ApiRequestError (another 4xx)
+        reason = str(exc).replace(f"{client.url} ", "the server ", 1)  # the URL is named once, below
+        # the URL may carry a user:password (and the client's messages quote it): redact the whole line
+        raise ApiFatal(redact_text(
+            f"the LLM judge cannot be used: a one-token test request to {client.url} (model {jreq.model!r}) failed: "
+            f"{reason}. Check --judge-api-base, --judge-model and --judge-api-key-env ({jreq.api_key_env} is "
+            f"{'set' if key else 'not set'})")) from None
 
 
 def side(qs: Sequence[int], decisions: Sequence, verdicts: Sequence, threshold: float, cut: set, failed: set) -> dict:

@@ -6,12 +6,16 @@ judge keeps one flag and vetoes the other), two items and two null items with on
 below the threshold set on the null; one of each marked, so the judge rescues one item and flags one null item).
 
 One OUT, three runs: --judge-budget 2 asks the two most likely pairs only (the rest keep the verifier's decision);
-without a budget the rerun asks only the four pairs not yet answered; a third run asks nothing."""
+without a budget the rerun asks only the four pairs not yet answered; a third run asks nothing. Each run first sends
+the server one probe (semantic_judge.probe_judge), which the fake counts apart from the judged pairs; a server that
+cannot be used stops the command with exit 2 before the corpus pass."""
 from __future__ import annotations
 
 import json
 import random
+import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pyarrow.parquet as pq
@@ -19,6 +23,7 @@ import pytest
 from typer.testing import CliRunner
 
 from jobs.commands.overlap import OverlapConfig, run_overlap
+from jobs.parts.overlap.semantic_judge import PROBE_PROMPT, JudgeRequest, probe_judge
 from sentence_models import build_sentence_model
 
 pytestmark = pytest.mark.ray
@@ -37,10 +42,13 @@ def problem(name: str, a: int, b: int) -> str:
 
 
 class FakeJudge:
-    """POST /v1/chat/completions: "Yes, ..." when the user message holds MARK, else "No."; 401 without the key."""
+    """POST /v1/chat/completions: "Yes, ..." when the user message holds MARK, else "No."; 401 without the key.
+    `requests` counts the judged pairs' requests; the probes (probe_judge's fixed prompt) are kept apart in `probes`,
+    so the runs' counts stay those of the pairs asked."""
 
     def __init__(self):
         self.requests = 0
+        self.probes: list[dict] = []
         judge = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -51,7 +59,10 @@ class FakeJudge:
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                judge.requests += 1
+                if body["messages"][-1]["content"] == PROBE_PROMPT:
+                    judge.probes.append(body)
+                else:
+                    judge.requests += 1
                 if self.headers.get("Authorization") != f"Bearer {KEY}":
                     status, out = 401, {"error": {"message": "invalid api key"}}
                 elif self.path != "/v1/chat/completions" or body.get("model") != MODEL:
@@ -113,14 +124,14 @@ def judged(ray_session, tmp_path_factory) -> dict:
     try:
         with FakeJudge() as server:
             for budget in (2, None, None):
-                before = server.requests
+                before, probes_before = server.requests, len(server.probes)
                 cfg = OverlapConfig(benchmark=str(root / "bench.jsonl"), corpus=str(root / "corpus"), out=str(out),
                                     benchmark_field="question", semantic=True, n=0, embedder=str(model),
                                     null=str(root / "null.jsonl"), progress=False, judge_model=MODEL,
                                     judge_api_base=server.url.replace("//", f"//judge:{URL_SECRET}@"),
                                     judge_budget=budget, judge_api_key_env=KEY_ENV)
                 run_overlap(cfg)
-                runs.append({"requests": server.requests - before,
+                runs.append({"requests": server.requests - before, "probes": server.probes[probes_before:],
                              "report": json.loads((out / "report.json").read_text()),
                              "rows": {r["id"]: r for r in pq.read_table(out / "semantic.parquet").to_pylist()},
                              "answers": [json.loads(x) for x in (out / "semantic" / "judge.jsonl").read_text()
@@ -214,3 +225,58 @@ def test_the_cli_refuses_judge_options_that_do_not_go_together(tmp_path):
                                    "--judge-kind", "trivia"])
     assert res.exit_code == 2 and "--judge-kind must be" in res.output
     assert not (tmp_path / "o").exists()
+
+
+def test_each_run_probes_the_judge_once_and_the_probe_is_not_journaled(judged):
+    for run in judged["runs"]:  # a rerun with every pair cached probes too: the pairs are known only after the pass
+        assert len(run["probes"]) == 1
+        probe = run["probes"][0]
+        assert (probe["model"], probe["max_tokens"], probe["temperature"]) == (MODEL, 1, 0)
+    journal = list((judged["out"] / "semantic" / "judge" / "_requests").rglob("*.jsonl"))
+    assert sum(len(f.read_text().splitlines()) for f in journal) == 6  # the 2 + 4 pairs asked, no probe
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 with nothing listening: a connection to it is refused at once."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_judge_server_that_is_not_there_stops_the_command_before_the_corpus_pass(tmp_path):
+    from jobs.cli import app
+
+    items = [{"id": f"q{i}", "question": problem(NAMES[i], 100 + i, 10 + i)} for i in range(3)]
+    (tmp_path / "bench.jsonl").write_text("".join(json.dumps(r) + "\n" for r in items))
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "web.jsonl").write_text(json.dumps({"id": "d", "text": items[0]["question"]}) + "\n")
+    model = build_sentence_model(tmp_path / "model", [r["question"] for r in items])
+    out, port = tmp_path / "out", free_port()
+    res = CliRunner().invoke(app, [
+        "overlap", "--benchmark", str(tmp_path / "bench.jsonl"), "--corpus", str(tmp_path / "corpus"), "--out",
+        str(out), "--benchmark-field", "question", "--semantic", "--n", "0", "--embedder", str(model),
+        "--judge-model", MODEL, "--judge-api-base", f"http://judge:{URL_SECRET}@127.0.0.1:{port}/v1",
+        "--judge-api-key-env", KEY_ENV])
+    assert res.exit_code == 2, res.output
+    assert "the LLM judge cannot be used" in res.output and f"127.0.0.1:{port}/v1/chat/completions" in res.output
+    assert MODEL in res.output and "Connection refused" in res.output and "--judge-api-base" in res.output
+    assert URL_SECRET not in res.output
+    assert not list((out / "semantic").glob("candidates.parquet/*")) and not out.exists()  # nothing scanned
+
+
+def test_the_probe_fails_fast_and_names_the_refusal(monkeypatch):
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    t0 = time.perf_counter()
+    with pytest.raises(RuntimeError, match="Connection refused") as exc:
+        probe_judge(JudgeRequest(f"http://127.0.0.1:{free_port()}/v1", MODEL, api_key_env=KEY_ENV))
+    assert time.perf_counter() - t0 < 10  # three tries ~0.5-1.5 s apart, not the judge's ~30 s of backoff
+    assert f"{KEY_ENV} is not set" in str(exc.value)
+    with FakeJudge() as server:
+        with pytest.raises(RuntimeError, match="HTTP 401: invalid api key"):  # no key in the environment
+            probe_judge(JudgeRequest(server.url, MODEL, api_key_env=KEY_ENV))
+        monkeypatch.setenv(KEY_ENV, KEY)
+        with pytest.raises(RuntimeError, match="HTTP 404: no route .* for judge-13b") as exc:
+            probe_judge(JudgeRequest(server.url, "judge-13b", api_key_env=KEY_ENV))
+        assert "model 'judge-13b'" in str(exc.value) and "--judge-model" in str(exc.value)
+        probe_judge(JudgeRequest(server.url, MODEL, api_key_env=KEY_ENV))  # a working judge: no error
+        assert len(server.probes) == 3 and server.requests == 0  # each probe one request: 401 and 404 are not retried
