@@ -190,11 +190,13 @@ def render_md(r: dict) -> str:
                          for n in ("cosine", "verifier")])
         lines.append("")
     tw = r["anchor_twins"]
-    lines += ["", "## Anchor twins and variants of the decision rule", "",
-              f"Hard-negative draws skipped as anchor twins of a benchmark or null item (bench/semantic_study.select_items): "
+    lines += ["", "## Numeric twins and variants of the decision rule", "",
+              "Hard-negative draws skipped as numeric twins of a benchmark or null item "
+              "(bench/semantic_study.select_items: a draw of the item's template holding every one of its numbers, the "
+              "same problem renamed, whose answer is the item's): "
               f"{s.get('hard_draws_skipped_as_anchor_twins', 0):,}. "
-              f"Anchor twins left (bench/semantic_variants.py: a never-planted item whose every number and name is in "
-              f"one planted sibling or positive of its template): {pct(tw['null'])} of the null, {pct(tw['negatives'])} of the "
+              f"Twins left (bench/semantic_variants.py: a never-planted item whose every number is in one planted "
+              f"sibling or positive of its template): {pct(tw['null'])} of the null, {pct(tw['negatives'])} of the "
               f"negatives. The verifier flags {pct(tw['verifier_false_flags_on_twins'])} of the twin negatives and "
               f"{pct(tw['verifier_false_flags_on_the_rest'])} of the others.", "",
               "The same candidates re-scored with one constant changed (threshold on null half A, measured on B):", ""]

@@ -56,12 +56,13 @@ def select_items(cfg: dict) -> dict[str, list[dict]]:
     """The study's items by role, from one generate() call (distinct texts, templates in turn; generate is
     prefix-stable, so the roles before `hard` are the same items however many hard negatives are drawn).
 
-    Hard negatives are drawn from the tail, skipping *anchor twins*: a draw that holds every number and name of a
-    benchmark or null item of its template. Such a draw is the same problem with other filler words (the small
-    generator reuses a few dozen names and small numbers), not a different item of the same style, and planting it
-    would make a never-planted item truly present in the corpus. The first run of this study planted them and they
-    set a floor of about 1% under any anchor rule's false flags (bench/results/semantic_study.md, before 2026-11-29
-    06:00). `skipped_twins` counts them."""
+    Hard negatives are drawn from the tail, skipping *numeric twins*: a draw that holds every number of a benchmark
+    or null item of its template. A template's answer is a function of its numbers, so such a draw is the item itself
+    with other names and filler words (the small generator draws from a few dozen names and narrow number ranges), not
+    a different item of the same style; planting it would make a never-planted item truly present in the corpus. The
+    study's first run planted every twin, the second skipped only those that also kept every name (23 draws): the
+    renamed twins left were 16% of the null, and a rule that forgave a dropped name was charged for finding them
+    (bench/results/semantic_study.md before 2026-11-29 09:00). `skipped_twins` counts the draws skipped."""
     from bench.semantic_items import generate
     from bench.semantic_variants import twin_of
 

@@ -7,9 +7,9 @@ A rephraser changes the wording but keeps what the item is about:
   thousands group: between spaces, "[1,2]" is two numbers), and English number words too, since rephrasers spell
   numbers out ("twelve" = "12", "twenty-five" = "25"). Digits are the same in most languages, so numbers also
   survive a translation;
-- entities: capitalised words that do not start a sentence (names, places, months), in any script with case; a
-  name that only ever starts a sentence is missed (the first word of a question often is), and a German item's
-  nouns count (harmless: the window side is matched case-blind);
+- entities: names, runs of capitalised words that do not start a sentence ("Oakwood Middle School" is one name;
+  places, months), in any script with case; a name that only ever starts a sentence is missed (the first word of a
+  question often is), and a German item's nouns count (harmless: the window side is matched case-blind);
 - rare words: lowercased words that wordfreq puts below a zipf frequency (3.0: about once per million words), the
   topic words a rephrase keeps ("palindrome", "barrettes");
 - code: identifiers with "_", camelCase or PascalCase inside, or called ("sort_by(", "getName", "parse("), and
@@ -123,11 +123,23 @@ def code_tokens(text: str) -> frozenset[str]:
 
 
 def entities(text: str, starts: set[int] | None = None) -> frozenset[str]:
-    """Capitalised words (two letters or more, no digit or "_") that do not begin a sentence."""
+    """Names: capitalised words (two letters or more, no digit or "_") that do not begin a sentence, a run of them
+    separated by blanks only being one name as written ("Oakwood Middle School", "North Fork"): a rephrase that drops
+    a school's name loses one name, not three, and a list ("Tomas, Elena and Kenji") stays three names."""
     starts = sentence_starts(text) if starts is None else starts
-    return frozenset(m.group() for m in WORD.finditer(text)
-                     if m.start() not in starts and len(m.group()) > 1 and m.group()[0].isupper()
-                     and m.group().isalpha())
+    runs: list[list[str]] = []
+    prev_end = None
+    for m in WORD.finditer(text):
+        w = m.group()
+        if m.start() in starts or len(w) < 2 or not w[0].isupper() or not w.isalpha():
+            prev_end = None
+            continue
+        if prev_end is not None and text[prev_end:m.start()].isspace():
+            runs[-1].append(w)
+        else:
+            runs.append([w])
+        prev_end = m.end()
+    return frozenset(" ".join(r) for r in runs)
 
 
 @functools.lru_cache(maxsize=1 << 18)
@@ -159,7 +171,9 @@ def anchors(text: str, answer: str | None = None, rare_threshold: float = RARE_Z
     nums = numbers(text)
     code = code_tokens(text) - nums
     taken = {c.lower() for c in code} | set(nums)
-    ents = frozenset(e for e in entities(text) if e.lower() not in taken)
-    taken |= {e.lower() for e in ents}
+    # a name's words that another kind claimed are left out of it (a code token such as "HashMap" in a run)
+    ents = frozenset(n for n in (" ".join(w for w in e.split() if w.lower() not in taken) for e in entities(text))
+                     if n)
+    taken |= {w.lower() for e in ents for w in e.split()}
     rare = frozenset(w for w in rare_words(text, rare_threshold, language) if w not in taken)
     return Anchors(nums, code, ents, rare, answer_anchors(answer) if answer is not None else frozenset())

@@ -31,7 +31,7 @@ SEMANTIC_SCHEMA = pa.schema(
     [("id", pa.string()), ("score", pa.float64()), ("doc_id", pa.string()), ("start_word", pa.int64()),
      ("n_words", pa.int64()), ("char_start", pa.int64()), ("char_end", pa.int64()), ("rank", pa.int64()),
      ("cosine", pa.float64()), ("verifier_score", pa.float64()), ("abstain", pa.bool_()),
-     ("answer_found", pa.bool_()),
+     ("answer_found", pa.bool_()), ("name_forgiven", pa.bool_()),
      *[(f"{kind}_{end}", pa.int64()) for kind in KINDS for end in ("found", "total")],
      ("decision_score", pa.float64()), ("judge", pa.string()), ("rephrased", pa.bool_())])
 
@@ -84,7 +84,7 @@ def semantic_row(rid: str, d: Decision, threshold: float, judge: str | None = No
     for f in ("start_word", "n_words", "char_start", "char_end", "rank", "cosine"):
         row[f] = getattr(c, f) if c else None
     row |= {"verifier_score": v.score if v else None, "abstain": v.abstain if v else None,
-            "answer_found": v.answer_found if v else None}
+            "answer_found": v.answer_found if v else None, "name_forgiven": v.name_forgiven if v else None}
     for kind in KINDS:
         row[f"{kind}_found"] = v.found[kind] if v else None
         row[f"{kind}_total"] = v.total[kind] if v else None

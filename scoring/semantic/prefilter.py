@@ -19,10 +19,13 @@ What it cannot promise:
 - items with no anchor at all ("Why is the sky blue?" has none under the default rare-word cut) keep nothing;
   they are counted (`uncovered`) and reported, and `--prefilter` should not be used for a benchmark made of them.
 
-The window's recall for an item is the verifier's exactly (the same weights and the same matching, verify.occurs),
-found through an inverted index from anchor to item, so a window costs a lookup per distinct word. One exception
-errs toward keeping: a code anchor that is not one word (a string literal with spaces) is matched by substring in
-verify; here it is counted as present in every window, which can only raise a window's recall.
+The window's recall for an item is the verifier's (the same weights and the same matching, verify.occurs), found
+through an inverted index from anchor to item, so a window costs a lookup per distinct word. Three exceptions err
+toward keeping, each only raising a window's recall above the verifier's: a code anchor that is not one word (a
+string literal with spaces) is matched by substring in verify, and is counted here as present in every window; a
+name of several words ("North Fork") is found in verify when all its words are, and here each word brings its share
+of the name's weight; an item with two names or more and numbers that weigh MIN_WEIGHT may have one missing name
+forgiven (verify.forgives_a_name), and here that name's weight is counted as present everywhere.
 """
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ import numpy as np
 
 from scoring.overlap.ngrams import WORD
 from scoring.semantic.anchors import Anchors
-from scoring.semantic.verify import MIN_WEIGHT, WindowTerms, weighted_anchors
+from scoring.semantic.verify import MIN_WEIGHT, WEIGHTS, WindowTerms, weighted_anchors
 
 DEFAULT_BAR = 0.5  # well below any threshold the study's nulls set (0.9-1.0), so no flag is lost
 
@@ -60,24 +63,32 @@ class Prefilter:
         # key -> [(item, weight)]: numbers under ("n", value), every other anchor under ("w", lowercased word)
         self.index: dict[tuple[str, str], list[tuple[int, float]]] = defaultdict(list)
         self.need = np.zeros(len(items))  # the weight a window must reach for each checkable item
+        self.total = np.zeros(len(items))  # each item's anchor weight (verify.item_weight)
         self.free = np.zeros(len(items))  # weight counted as present everywhere (multi-word code anchors)
         self.abstaining: set[int] = set()
         self.uncovered = 0
         for i, item in enumerate(items):
-            total = 0.0
+            total = numbers = 0.0
             keys = []
             for kind, a, w in weighted_anchors(item):
                 total += w
                 if kind == "numbers":
                     keys.append((("n", a), w))
+                    numbers += w
                 elif kind == "code" and not WORD.fullmatch(a):
                     self.free[i] += w
+                elif kind == "entities" and " " in a:
+                    parts = a.lower().split()
+                    keys += [(("w", p), w / len(parts)) for p in parts]
                 else:
                     keys.append((("w", a.lower()), w))
+            if len(item.entities) >= 2 and numbers >= MIN_WEIGHT:  # a name the verifier may forgive
+                self.free[i] += WEIGHTS["entities"]
             if not keys and not self.free[i]:
                 self.uncovered += 1
                 self.need[i] = np.inf
                 continue
+            self.total[i] = total
             if total < MIN_WEIGHT:
                 self.abstaining.add(i)
             self.need[i] = bar * total if total else np.inf
@@ -85,18 +96,21 @@ class Prefilter:
                 self.index[key].append((i, w))
         self.always = bool(np.any(self.free >= self.need))  # a literal-heavy item keeps every window
 
+    def found(self, terms: WindowTerms) -> dict[int, float]:
+        """item -> the weight of its anchors this window holds (multi-word code anchors counted as present), for
+        every item that shares at least one anchor with the window."""
+        got: dict[int, float] = defaultdict(float)
+        for key in [("n", n) for n in terms.numbers] + [("w", w) for w in terms.words]:
+            for i, w in self.index.get(key, ()):
+                got[i] += w
+        return {i: g + self.free[i] for i, g in got.items()}
+
     def keep(self, terms: WindowTerms) -> bool:
         """Whether some item could be flagged on this window (module docstring)."""
         if self.always:
             return True
-        got: dict[int, float] = defaultdict(float)
-        keys = [("n", n) for n in terms.numbers] + [("w", w) for w in terms.words]
-        for key in keys:
-            for i, w in self.index.get(key, ()):
-                if i in self.abstaining:
-                    return True
-                got[i] += w
-        return any(g + self.free[i] >= self.need[i] for i, g in got.items())
+        got = self.found(terms)
+        return any(i in self.abstaining or g >= self.need[i] for i, g in got.items())
 
     def mask(self, texts: Iterable[str]) -> np.ndarray:
         return np.fromiter((self.keep(WindowTerms.of(t)) for t in texts), dtype=bool)

@@ -58,6 +58,18 @@ def test_no_window_the_verifier_would_flag_is_dropped():
         if any(not v.abstain and v.score >= 0.5 for v in verdicts):
             checked += 1
             assert pf.keep(terms)
-        if pf.keep(terms) and not pf.abstaining:
-            assert any(v.score >= 0.5 for v in verdicts)  # exact, not merely an upper bound, without literals
     assert checked > 50
+
+
+def test_names_of_several_words_and_a_forgivable_name_are_bounded_from_above():
+    """A name's words each bring their share of its weight, and a name the verifier may forgive counts everywhere:
+    the prefilter's recall is then an upper bound of the verifier's, never below it."""
+    item = anchors("There are 20 students in Leila's homeroom at Oakwood Middle School, and 40% of them ride.")
+    pf = Prefilter([item], bar=0.5)  # 10 in all (20: 3, 40: 3, two names: 2 each), 2 of it forgivable: free
+    assert pf.free[0] == 2.0 and pf.total[0] == 10.0
+    got = pf.found(WindowTerms.of("Oakwood had 20 pupils"))  # 3 + 2/3 (a third of the school's name) + 2 free
+    assert np.isclose(got[0], 3 + 2 / 3 + 2) and verify(item, "Oakwood had 20 pupils").score == 0.3
+    assert pf.keep(WindowTerms.of("Oakwood had 20 pupils"))  # 5.67 >= 5: kept, though the verifier says 0.3
+    assert not pf.keep(WindowTerms.of("Oakwood had pupils"))  # 2.67 < 5
+    weak = anchors("Ana and Ben met Carl at Dover in 3 days.")  # numbers weigh 1: no name can be forgiven
+    assert Prefilter([weak]).free[0] == 0.0

@@ -132,6 +132,36 @@ def test_the_variants_rescore_as_verify_does_and_find_anchor_twins():
     assert weighted_recall(item, no_rare) == (verify(item, no_rare).score, False) == (1.0, False)
     a = {"input": "Today Ana has 12 cats and 3 dogs.", "template": "t"}
     planted = [{"input": "Today Ana has 12 cats, 3 dogs and 40 hens.", "template": "t"},  # a twin: holds them all
-               {"input": "Today Bea has 12 cats and 3 dogs.", "template": "u"},  # another name
-               {"input": "Today Ana has 12 cats and 4 dogs.", "template": "v"}]  # another number
-    assert anchor_twins([a, a | {"template": "u"}, a | {"template": "v"}], planted) == [True, False, False]
+               {"input": "Today Bea has 12 cats and 3 dogs.", "template": "u"},  # renamed: the same problem, a twin
+               {"input": "Today Ana has 12 cats and 4 dogs.", "template": "v"}]  # another number: another problem
+    assert anchor_twins([a, a | {"template": "u"}, a | {"template": "v"}], planted) == [True, True, False]
+    assert anchor_twins([a | {"template": "w"}], planted) == [False]  # only a sibling of its own template counts
+
+
+def test_the_crosslingual_studys_anchor_candidates_and_survival_by_hand():
+    import numpy as np
+
+    from bench.semantic_crosslingual import anchor_top, numbers_score, survival
+    from scoring.semantic.anchors import anchors
+    from scoring.semantic.prefilter import Prefilter
+    from scoring.semantic.verify import WindowTerms
+
+    lucas = anchors("Then Lucas had 1,050 stickers and gave 54 to Hiro.")  # 1050: 3, 54: 3, Lucas 2, Hiro 2 = 10
+    france = anchors("What is the capital of France?")  # abstains: no candidate by anchors
+    # the prefilter's bound counts the one name the verifier may forgive (2) as present: 10 + 2 for the first window
+    windows = [WindowTerms.of(t) for t in ("Lucas avait 1\u202f050 autocollants et en donna 54 à Hiro.",  # 12/10
+                                           "Il y avait 1050 personnes.",  # 5/10: at the bar, ranked 4th
+                                           "卢卡斯有1,050张贴纸, 给了Hiro 54张",  # 1050, 54, Hiro: 10/10
+                                           "Lucas avait 1050 et 54 autocollants",  # 10/10, a later window
+                                           "Il y avait 54 personnes.")]  # 3 + 2 = 5/10: ranked 5th
+    scores, ids = anchor_top(Prefilter([lucas, france], bar=0.5), windows, m=3)
+    assert ids[0].tolist() == [0, 2, 3] and np.allclose(scores[0], [1.2, 1.0, 1.0])  # ties: the lower index first
+    assert anchor_top(Prefilter([lucas], bar=0.5), windows, m=5)[1][0].tolist() == [0, 2, 3, 1, 4]
+    assert ids[1].tolist() == [-1, -1, -1] and np.isneginf(scores[1]).all()
+    assert numbers_score(lucas, windows[1]) == 0.5 and numbers_score(lucas, windows[2]) == 1.0
+    orig = [{"id": "a", "input": "Then Lucas had 1,050 stickers and gave 54 to Hiro."},
+            {"id": "b", "input": "A train covers 120 miles in 2 hours."}]
+    got = survival(orig, {"a": "Puis Hugo avait 1 050 autocollants et en donna 54 à Hiro.",  # Lucas -> Hugo; "1 050"
+                          "b": "Un train parcourt 193 km en 2 heures."})  # miles -> km: 120 lost
+    assert got["every_number"]["k"] == 0 and got["every_name"] == {"k": 0, "n": 1, "rate": 0.0,
+                                                                   "ci95": [0.0, 0.975]}

@@ -31,8 +31,8 @@ def test_the_score_is_the_weighted_recall_of_the_items_anchors():
 
 def test_a_rephrase_scores_high_and_finds_the_answer():
     item = anchors(ITEM, answer="24 * 3 - 5 * 7 = 37\n#### 37")
-    assert item.numbers == {"24", "3", "5", "7"} and item.entities == {"Tom", "Lincoln", "School"}
-    assert item_weight(item) == 12.0  # 3 + 1 + 1 + 1 + 3 x 2
+    assert item.numbers == {"24", "3", "5", "7"} and item.entities == {"Tom", "Lincoln School"}
+    assert item_weight(item) == 10.0  # 3 + 1 + 1 + 1 + 2 names x 2
     v = verify(item, REPHRASE)
     assert v.score == 1.0 and v.answer_found is True
 
@@ -40,7 +40,7 @@ def test_a_rephrase_scores_high_and_finds_the_answer():
 def test_a_different_problem_sharing_small_numbers_scores_low():
     v = verify(anchors(ITEM, answer="#### 37"), OTHER)
     assert v.found["numbers"] == 2  # 3 and 5, the small numbers every such problem has
-    assert math.isclose(v.score, 2 / 12) and v.answer_found is False
+    assert math.isclose(v.score, 2 / 10) and v.answer_found is False and not v.name_forgiven
 
 
 def test_a_translation_keeps_the_numbers_and_the_names():
@@ -49,7 +49,7 @@ def test_a_translation_keeps_the_numbers_and_the_names():
     assert de.recall("numbers") == 1.0 and de.recall("entities") == 1.0 and de.score == 1.0
     fr = verify(item, FRENCH)  # the French spells 3, 5 and 7 out: only English number words are read
     assert fr.recall("numbers") == 0.25 and fr.recall("entities") == 1.0
-    assert math.isclose(fr.score, 9 / 12) and fr.score > 3 * verify(item, OTHER).score
+    assert math.isclose(fr.score, 7 / 10) and fr.score > 3 * verify(item, OTHER).score
 
 
 def test_a_rephrased_code_problem_keeps_its_identifiers():
@@ -103,3 +103,23 @@ def test_translations_keep_the_anchors_the_verifier_reads():
     assert v.found == {"numbers": 4, "code": 0, "entities": 3, "rare_words": 0} and v.score == 1.0
     german_sibling = "Lukas hatte 2.050 Aufkleber und gab Hiro 1/5 davon."  # another problem: 2050, 1/5
     assert verify(item, german_sibling).score < 0.5
+
+
+def test_a_name_of_several_words_is_one_anchor_and_one_missing_name_is_forgiven():
+    """SmolLM2 rephrased "There are 20 students in Leila's homeroom at Oakwood Middle School, and 40% of them get a
+    ride..." keeping the numbers and Leila and dropping the school (bench/results/semantic_study.md)."""
+    item = anchors("There are 20 students in Leila's homeroom at Oakwood Middle School, and 40% of them get a ride to "
+                   "school. How many of Leila's kids ride the bus?")
+    assert item.entities == {"Leila", "Oakwood Middle School"} and item_weight(item) == 10.0  # 3 + 3 + 2 + 2
+    dropped = verify(item, "There are 20 students in Leila's homeroom. 40% of them get a ride to school.")
+    assert dropped.found["entities"] == 1 and dropped.name_forgiven and dropped.score == 1.0  # (6 + 2 + 2) / 10
+    partial = verify(item, "20 kids of Leila at Oakwood, 40% by bus")  # a name's words must all be there
+    assert partial.found["entities"] == 1 and partial.name_forgiven and partial.score == 1.0
+    no_name = verify(item, "There are 20 students, and 40% of them get a ride.")  # no name found: nothing forgiven
+    assert not no_name.name_forgiven and math.isclose(no_name.score, 6 / 10)
+    weak = anchors("Ana and Ben met Carl at Dover in 3 days.")  # numbers weigh 1 < MIN_WEIGHT: names all needed
+    assert weak.entities == {"Ben", "Carl", "Dover"}  # Ana starts the sentence
+    v = verify(weak, "ana met ben and carl in 3 days")
+    assert v.found["entities"] == 2 and not v.name_forgiven and math.isclose(v.score, 5 / 7)
+    names_only = anchors("Did Napoleon meet Talleyrand?")  # 2 + 2: decidable, and never found on one name
+    assert not verify(names_only, "Napoleon met him").name_forgiven
