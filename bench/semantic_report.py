@@ -64,11 +64,19 @@ def reading(r: dict) -> list[str]:
                "cosine": " Siblings' windows score as high as the planted rephrase's (the null's best cosine and"
                          " the planted window's below), so the threshold that holds the null at 1% passes almost"
                          " no positive.",
-               "verifier": " Misses are rephrases whose window is outside the top-k, or that lost a weighted"
-                           " anchor (a name or a place dropped, a number changed), below a threshold the null"
-                           " pushes to 1.0 (every anchor of the item in the window)."}[name]
+               "verifier": " Misses are rephrases whose window is outside the top-k, that changed a number, or that"
+                           " dropped more names than the rule forgives (one, when another name and numbers weighing"
+                           " 4 are in the window)."}[name]
         out.append(f"- {LABELS[name]}: recall {rec}; false flags on never-planted items {pct(ff)}. "
                    f"{'Meets' if ok else 'Misses'} the issue's aim (recall >= 0.95 at <= 1% false flags).{why}")
+    at = (r.get("default_calibration") or {}).get("at_default_threshold")
+    if at:
+        hit = all((v["rate"] or 0) >= 0.95 for v in at["recall"].values() if v["n"])
+        ok = hit and at["false_flags_negatives"]["rate"] <= 0.01
+        out.append(f"- At the default threshold {at['threshold']:g} (what a run without --null uses): recall "
+                   + ", ".join(f"{p} {pct(v)}" for p, v in at["recall"].items())
+                   + f"; never-planted items flagged {pct(at['false_flags_negatives'])}. "
+                   f"{'Meets' if ok else 'Misses'} the aim.")
     for name, what in (("plain", "plain prose, no planted text"), ("siblings", "hard siblings, no positive")):
         c = r["clean_corpus"][name]["verifier"]
         stated, d = c["calibration"]["stated"], c["default"]
@@ -167,14 +175,16 @@ def render_md(r: dict) -> str:
     dc = r.get("default_calibration")
     lines += ["## The null study: corpora that hold none of the benchmark", ""]
     if dc:
-        lines += [f"The default threshold (calibrate.DEFAULT_THRESHOLD, used when no --null is given) is the one set "
-                  f"on the whole null at {100 * dc['target_rate']:g}% over the full corpus: {dc['threshold']:.4f}, "
-                  f"flagging {dc['n_flagged']} of {dc['n_null']} null items ({100 * dc['rate']:.1f}%, one-sided 95% "
-                  f"bound {100 * dc['upper_bound_95']:.1f}%).", ""]
+        lines += [f"The threshold the whole null sets at {100 * dc['target_rate']:g}% over the full corpus: "
+                  f"{dc['threshold']:.4f}, flagging {dc['n_flagged']} of {dc['n_null']} null items "
+                  f"({100 * dc['rate']:.1f}%, one-sided 95% bound {100 * dc['upper_bound_95']:.1f}%).", ""]
         at = dc.get("at_default_threshold")
         if at:
-            lines += [f"At the default threshold {at['threshold']:g} on this draw: null {pct(at['null'])}, never-planted "
-                      f"items {pct(at['false_flags_negatives'])}, recall "
+            bound = at.get("null_upper_bound_95")
+            lines += [f"At the default threshold (calibrate.DEFAULT_THRESHOLD, used when no --null is given) "
+                      f"{at['threshold']:g} on this draw: null {pct(at['null'])}"
+                      + (f" (one-sided 95% bound {100 * bound:.1f}%)" if bound is not None else "")
+                      + f", never-planted items {pct(at['false_flags_negatives'])}, recall "
                       + ", ".join(f"{k} {pct(v)}" for k, v in at["recall"].items()) + ".", ""]
     for name, what in (("plain", "every window that overlaps no planted text: State of the Union prose only"),
                        ("siblings", "every document without a positive: the hard siblings stay")):

@@ -257,11 +257,13 @@ def run_study(cfg: dict, log=log) -> dict:
     default_calibration = {"threshold": whole.threshold, "n_null": whole.n_null, "n_flagged": whole.n_flagged,
                            "rate": whole.expected_false_flag_rate, "upper_bound_95": round(whole.upper_bound, 4),
                            "target_rate": cfg["target_rate"]}
-    from scoring.semantic.calibrate import DEFAULT_THRESHOLD
+    from scoring.semantic.calibrate import DEFAULT_THRESHOLD, null_rate
 
     at_default = scores["verifier"] >= DEFAULT_THRESHOLD  # what a run without --null flags, on this draw
+    null_at_default = null_rate(scores["verifier"][role == "null"], DEFAULT_THRESHOLD)
     default_calibration["at_default_threshold"] = {
         "threshold": DEFAULT_THRESHOLD, "null": proportion(at_default[role == "null"].sum(), (role == "null").sum()),
+        "null_upper_bound_95": round(null_at_default.upper_bound, 4),
         "false_flags_negatives": proportion(at_default[role == "negative"].sum(), (role == "negative").sum()),
         "recall": {r: proportion(at_default[role == r].sum(), (role == r).sum()) for r in positives}}
     detail = where_found(queries, role, docs, placed, wins, plan, top_ids, top_cos, ver, methods)

@@ -32,17 +32,20 @@ from scoring.stats.proportions import clopper_pearson_ci
 # translation scored 0.36 under that English-only model, below the floor: translations need a multilingual embedder.
 COSINE_FLOOR = 0.5
 ABSTAIN_COSINE = 0.9  # without anchors to check, only passages about as close as a rephrase count
-# The threshold when no null is given, calibrated in the study (bench/semantic_study.py, results in
-# bench/results/semantic_study.md): the smallest threshold that flags at most 1% of a 1,000-item null of GSM8K-style
-# items searched (top 100, all-MiniLM-L6-v2) against 2,000 State of the Union documents that hold 3,000 planted
-# siblings of the same templates. 1.0 means every anchor of a checkable item is in the window (verify.py), and an
-# abstaining item is flagged only on a cosine of 1. DEFAULT_CALIBRATION is what that null measured, which a report
-# states as its expected false-flag rate; it transfers to benchmarks and corpora like the study's, and a --null
-# drawn from the user's own benchmark is the better calibration.
+# The threshold when no null is given, from the study (bench/semantic_study.py, results in
+# bench/results/semantic_study*.md): GSM8K-style null items searched (top 100, all-MiniLM-L6-v2) against 2,000 State
+# of the Union documents that hold 3,000 planted siblings of the same templates. 1.0 means every anchor of a
+# checkable item is in the window (one missing name forgiven, verify.py), and an abstaining item is flagged only on a
+# cosine of 1. The smallest threshold that holds seed 0's 1,000-item null at 1% is 0.9; it found no rephrase that 1.0
+# misses and flagged 1.4% of the never-planted items against 0.5%, so the default stays at 1.0. DEFAULT_CALIBRATION is
+# what three independent draws' nulls (seeds 0, 1, 2: other items, rephrases, documents) measured at 1.0, pooled: 4,
+# 10 and 2 of 1,000. A report states it as its expected false-flag rate; it transfers to benchmarks and corpora like
+# the study's, and a --null drawn from the user's own benchmark is the better calibration.
 DEFAULT_THRESHOLD = 1.0
-DEFAULT_CALIBRATION = {"n_null": 1000, "n_flagged": 7, "rate": 0.007, "upper_bound": 0.0131,
-                       "source": "bench/results/semantic_study.md (GSM8K-style items against State of the Union "
-                                 "text with same-template siblings planted; all-MiniLM-L6-v2, top 100)"}
+DEFAULT_CALIBRATION = {"n_null": 3000, "n_flagged": 16, "rate": 0.0053, "upper_bound": 0.0081,
+                       "source": "bench/results/semantic_study.md, _seed1.md, _seed2.md (three draws of GSM8K-style "
+                                 "items against State of the Union text with same-template siblings planted; "
+                                 "all-MiniLM-L6-v2, top 100)"}
 CONFIDENCE = 0.95
 
 
