@@ -42,7 +42,7 @@ ABSTAIN_COSINE = 0.9  # without anchors to check, only passages about as close a
 # 10 and 2 of 1,000. A report states it as its expected false-flag rate; it transfers to benchmarks and corpora like
 # the study's, and a --null drawn from the user's own benchmark is the better calibration.
 DEFAULT_THRESHOLD = 1.0
-DEFAULT_CALIBRATION = {"n_null": 3000, "n_flagged": 16, "rate": 0.0053, "upper_bound": 0.0081,
+DEFAULT_CALIBRATION = {"n_null": 3000, "n_flagged": 16, "rate": 16 / 3000, "upper_bound": 0.0081,
                        "source": "bench/results/semantic_study.md, _seed1.md, _seed2.md (three draws of GSM8K-style "
                                  "items against State of the Union text with same-template siblings planted; "
                                  "all-MiniLM-L6-v2, top 100)"}
