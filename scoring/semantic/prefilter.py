@@ -97,8 +97,9 @@ class Prefilter:
         self.always = bool(np.any(self.free >= self.need))  # a literal-heavy item keeps every window
 
     def found(self, terms: WindowTerms) -> dict[int, float]:
-        """item -> the weight of its anchors this window holds (multi-word code anchors counted as present), for
-        every item that shares at least one anchor with the window."""
+        """item -> the weight of its anchors this window holds, from above (multi-word code literals and a name the
+        verifier may forgive counted as present, a name of several words by its words' shares: module docstring),
+        for every item that shares at least one anchor with the window."""
         got: dict[int, float] = defaultdict(float)
         for key in [("n", n) for n in terms.numbers] + [("w", w) for w in terms.words]:
             for i, w in self.index.get(key, ()):
