@@ -29,8 +29,8 @@ Rare words are a fallback anchor: they weigh RARE_WORD_WEIGHT only for an item w
 less than MIN_WEIGHT (a knowledge question such as "Which enzyme breaks down lactose?" has nothing else), and 0
 otherwise. Why: a rephraser swaps rare words first ("barrettes" -> "hair clips") while a sibling of the same style
 keeps them, so for an item with numbers and names they lowered a rephrase's score and not a sibling's. Measured
-(bench/results/semantic_study.md, variants): with them at weight 1 for every item, WordNet recall was 89.1% at 0.7%
-false flags; at weight 0, 98.1% at the same rate.
+(bench/results/semantic_study.md, variants, seed 0): with them at weight 1 for every item, WordNet recall was 91.7%
+at 1.3% false flags; at weight 0, 96.8% at 1.4% (both at the threshold their null sets at 1%).
 
 An anchor occurs in the window when: a number is among the window's numbers (the same normalisation, anchors.py);
 an identifier, entity or rare word is among the window's words (scoring/overlap/ngrams.py's, lowercased, so a name
