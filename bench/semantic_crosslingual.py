@@ -228,11 +228,11 @@ def score_language(queries: list[dict], texts: list[str], keys: np.ndarray, qv: 
 def run_study(cfg: dict, log=log) -> dict:
     import torch
 
-    from bench.semantic_study import embed_cached
+    from bench.semantic_study import embed_cached, windows_of
     from scoring.overlap.matching import BenchmarkGrams, row_results, scan_texts
     from scoring.semantic.calibrate import COSINE_FLOOR, DEFAULT_THRESHOLD
     from scoring.semantic.embed import Embedder, resolve_embedder
-    from scoring.semantic.windows import cut_windows, window_plan, word_count
+    from scoring.semantic.windows import window_plan, word_count
 
     torch.set_num_threads(1)
     secs: dict[str, float] = {}
@@ -249,16 +249,12 @@ def run_study(cfg: dict, log=log) -> dict:
     grams = BenchmarkGrams.of(queries, 13)
     per_lang, survive, ranks, cosines = {}, {}, {}, {}
     for lang, c in data["corpora"].items():
-        texts, doc = [], []
-        for d, text in enumerate(c["docs"]):
-            for w in cut_windows(text, plan):
-                texts.append(w.text)
-                doc.append(d)
+        wins = windows_of([{"text": t} for t in c["docs"]], plan)
+        texts, doc = wins["texts"], wins["doc"]
         keys, _ = embed_cached(embedder, texts, f"xl_windows_{lang}", str(path))
         s = score_language(queries, texts, keys, qv, cfg)
         res = row_results(grams, scan_texts(grams, c["docs"], [f"{lang}-{i}" for i in range(len(c["docs"]))]))
         s["ngram13"] = np.array([float(r["contaminated"]) for r in res])
-        doc = np.array(doc)
         # the planted translation's best window by cosine: its rank among the language's windows (0 = nearest)
         best = {j: float(s["cosine_all"][j][doc == c["planted"][o["id"]]].max())
                 for j, o in enumerate(originals) if o["id"] in c["planted"]}

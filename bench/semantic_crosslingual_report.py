@@ -1,15 +1,11 @@
 """The translated-contamination study's page (bench/results/semantic_crosslingual.md) from its JSON."""
 from __future__ import annotations
 
-from bench.semantic_report import pct
+from bench.semantic_report import _table, pct
 
 LABELS = {"ngram13": "13-gram overlap", "embedding": "embedding (all-MiniLM-L6-v2, top k) + verifier",
           "embedding_k10": "embedding + verifier, top 10", "anchors": "anchor candidates + verifier, no cosine floor",
           "anchors_numbers": "anchor candidates, numbers only"}
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
 
 
 def floor_share(rank: dict) -> str:

@@ -34,7 +34,8 @@ import numpy as np
 
 from scoring.semantic.anchors import KINDS, Anchors, anchors
 from scoring.semantic.calibrate import ABSTAIN_COSINE, COSINE_FLOOR
-from scoring.semantic.verify import MIN_WEIGHT, WEIGHTS, WindowTerms, anchor_weight, occurs, weighted_anchors
+from scoring.semantic.verify import (MIN_WEIGHT, WEIGHTS, WindowTerms, anchor_weight, forgives_a_name, occurs,
+                                     weighted_anchors)
 
 
 def weighted_recall(item: Anchors, window: WindowTerms, weight=None, forgive: float | None = MIN_WEIGHT,
@@ -54,7 +55,7 @@ def weighted_recall(item: Anchors, window: WindowTerms, weight=None, forgive: fl
             got += w
             numbers_got += w if kind == "numbers" else 0.0
             found += kind == "entities"
-    if forgive is not None and 1 <= found < names and numbers_got >= forgive:
+    if forgive is not None and forgives_a_name(found, names, numbers_got, forgive):
         got += WEIGHTS["entities"] if weight is None else weight("entities", "")
     return (got / total if total else 0.0), total < MIN_WEIGHT
 
