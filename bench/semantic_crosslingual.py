@@ -204,11 +204,12 @@ def score_language(queries: list[dict], texts: list[str], keys: np.ndarray, qv: 
     from bench.semantic_measure import candidate_scores
     from scoring.semantic.anchors import anchors
     from scoring.semantic.prefilter import Prefilter
-    from scoring.semantic.search import top_k
+    from scoring.semantic.search import sort_top_k
     from scoring.semantic.verify import WindowTerms, verify
 
     wins = {"texts": texts}
-    cos, ids = top_k(qv, keys, cfg["k"])
+    full_cos = qv @ keys.T  # every window's cosine (a language's corpus is small): the ranks below read it too
+    cos, ids = sort_top_k(full_cos, np.broadcast_to(np.arange(len(texts)), full_cos.shape), cfg["k"])
     dec, _, _ = candidate_scores(queries, wins, ids, cos)
     items = [anchors(q["input"], q["target"]) for q in queries]
     terms = [WindowTerms.of(t) for t in texts]
@@ -220,7 +221,6 @@ def score_language(queries: list[dict], texts: list[str], keys: np.ndarray, qv: 
             v = verify(items[q], terms[w])  # no cosine floor: the verifier's score alone (abstainers get none)
             anc[q] = max(anc[q], 0.0 if v.abstain else v.score)
             num[q] = max(num[q], numbers_score(items[q], terms[w]))
-    full_cos = qv @ keys.T if len(texts) else np.zeros((len(queries), 0))
     return {"embedding": dec.max(1), "embedding_k10": dec[:, :10].max(1), "anchors": anc, "anchors_numbers": num,
             "cosine_all": full_cos}
 

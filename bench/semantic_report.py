@@ -49,6 +49,11 @@ def _quality_rows(q: dict) -> list[list[str]]:
     return rows
 
 
+def meets_aim(recall: dict, false_flags: dict) -> bool:
+    """The issue's aim: every rephraser's recall >= 0.95 (those with positives) at <= 1% false flags."""
+    return all((v["rate"] or 0) >= 0.95 for v in recall.values() if v["n"]) and false_flags["rate"] <= 0.01
+
+
 def reading(r: dict) -> list[str]:
     """What the numbers say, computed from them."""
     m, out = r["methods"], []
@@ -56,8 +61,7 @@ def reading(r: dict) -> list[str]:
     for name in ("ngram13", "cosine", "verifier"):
         rec = ", ".join(f"{p} {pct(m[name]['recall'][p])}" for p in positives)
         ff = m[name]["false_flags_negatives"]
-        hit = all((m[name]["recall"][p]["rate"] or 0) >= 0.95 for p in positives if m[name]["recall"][p]["n"])
-        ok = hit and ff["rate"] <= 0.01
+        ok = meets_aim({p: m[name]["recall"][p] for p in positives}, ff)
         why = {"ngram13": " No rephrase shares a 13-gram with its original (the filter), so every 13-gram flag here,"
                           " on a positive or a negative, comes from a planted sibling that shares a stretch of the"
                           " template's wording: a property of templated items, not evidence of the rephrase.",
@@ -71,8 +75,7 @@ def reading(r: dict) -> list[str]:
                    f"{'Meets' if ok else 'Misses'} the issue's aim (recall >= 0.95 at <= 1% false flags).{why}")
     at = (r.get("default_calibration") or {}).get("at_default_threshold")
     if at:
-        hit = all((v["rate"] or 0) >= 0.95 for v in at["recall"].values() if v["n"])
-        ok = hit and at["false_flags_negatives"]["rate"] <= 0.01
+        ok = meets_aim(at["recall"], at["false_flags_negatives"])
         out.append(f"- At the default threshold {at['threshold']:g} (what a run without --null uses): recall "
                    + ", ".join(f"{p} {pct(v)}" for p, v in at["recall"].items())
                    + f"; never-planted items flagged {pct(at['false_flags_negatives'])}. "

@@ -262,7 +262,7 @@ def run_study(cfg: dict, log=log) -> dict:
     at_default = scores["verifier"] >= DEFAULT_THRESHOLD  # what a run without --null flags, on this draw
     null_at_default = null_rate(scores["verifier"][role == "null"], DEFAULT_THRESHOLD)
     default_calibration["at_default_threshold"] = {
-        "threshold": DEFAULT_THRESHOLD, "null": proportion(at_default[role == "null"].sum(), (role == "null").sum()),
+        "threshold": DEFAULT_THRESHOLD, "null": proportion(null_at_default.n_flagged, null_at_default.n_null),
         "null_upper_bound_95": round(null_at_default.upper_bound, 4),
         "false_flags_negatives": proportion(at_default[role == "negative"].sum(), (role == "negative").sum()),
         "recall": {r: proportion(at_default[role == r].sum(), (role == r).sum()) for r in positives}}
