@@ -133,9 +133,11 @@ def test_many_small_float16_shards_through_their_approximate_indexes(runs, study
     out = study["root"] / "asked-ann"
     overlap(study, out, index=str(study["root"] / "idx-ann"))
     got, exact = {r["id"]: r for r in rows(out)}, {r["id"]: r for r in rows(runs["asked"])}
-    for i, (_, doc) in PLANTED.items():  # a planted item's window is its nearest: found through any index
+    # a planted item is decided on its own window through any index. Not "at rank 0": the random model puts every
+    # same-template window within ~1e-3 of cosine 0.99, as close as float16 rounds, and the verifier picks it
+    for i, (_, doc) in PLANTED.items():
         r, e = got[f"q{i}"], exact[f"q{i}"]
-        assert r["rephrased"] and r["doc_id"] == doc and r["rank"] == 0 and r["char_start"] == e["char_start"]
+        assert r["rephrased"] and r["doc_id"] == doc and r["char_start"] == e["char_start"] and r["rank"] < 10
         assert r["score"] == pytest.approx(e["score"], abs=2e-3)  # float16 vectors: cosines to ~1e-3
     windows = pq.read_table(out / "semantic" / "windows.parquet").to_pylist()
     texts = {json.loads(line)["id"]: json.loads(line)["text"]

@@ -115,3 +115,26 @@ def test_a_named_embedder_resolves_under_the_models_folder_or_says_how_to_get_it
     assert resolve_embedder(str(tiny_sentence_dir)) == tiny_sentence_dir
     with pytest.raises(FileNotFoundError, match="sentence-transformers model directory"):
         resolve_embedder(str(tmp_path / "nowhere"))
+
+
+def test_the_tiny_models_vocabulary_is_a_function_of_its_sentences():
+    """Its tokenizer's vocabulary is read off the sentences, hand-checked here, and the same in a fresh process;
+    the WordPiece trainer it replaced broke ties in hash-map order and changed the model between processes."""
+    import subprocess
+    import sys
+
+    from scoring.semantic.tiny import SPECIAL, wordpiece_vocab
+
+    vocab = wordpiece_vocab(["Bob saw a cat.", "a cat saw Bob", "A dog"], size=30)
+    chars = sorted(set("bobsawcatdog."))
+    # "a" (3 times) and "." are characters already; then bob, cat, saw (2 each, alphabetical), dog (1)
+    assert list(vocab) == [*SPECIAL, *chars, *(f"##{c}" for c in chars), "bob", "cat", "saw", "dog"]
+    assert list(vocab.values()) == list(range(len(vocab)))
+    assert list(wordpiece_vocab(["Bob saw a cat.", "a cat saw Bob", "A dog"], size=27))[-2:] == ["bob", "cat"]
+    assert wordpiece_vocab(["Bob saw a cat."], size=1) == wordpiece_vocab(["Bob saw a cat."], size=0)  # chars kept
+    code = ("from scoring.semantic.tiny import wordpiece_vocab; import json; "
+            "print(json.dumps(wordpiece_vocab(['tie one', 'tie two', 'three four five six'] * 3, 40)))")
+    runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+            for _ in range(3)}
+    assert len(runs) == 1 and json.loads(runs.pop()) == wordpiece_vocab(["tie one", "tie two",
+                                                                         "three four five six"] * 3, 40)
