@@ -69,20 +69,41 @@ def moto_server(monkeypatch):
     """`moto_server(bucket, key_id=..., secret=...)`: a moto S3 *server* on 127.0.0.1 (a free port), with boto3
     pointed at it through AWS_ENDPOINT_URL and the given credentials in the environment. Unlike `moto_s3` (which
     mocks boto3 inside this process only), other processes that get this environment, a `tidemark` subprocess and
-    the Ray workers it starts, reach the same buckets. Returns a boto3 client; the server stops with the test."""
+    the Ray workers it starts, reach the same buckets. Returns a boto3 client; the server stops with the test.
+    Every request the server answers is recorded in `moto_server.requests` as (method, path?query, its
+    x-amz-request-payer header),
+    which is how a test sees what a subprocess or a worker sent."""
     pytest.importorskip("flask", reason="moto's server mode needs moto[server]")
     import socket
 
     import boto3
     from moto.server import ThreadedMotoServer
 
-    servers = []
+    servers, requests = [], []
+
+    class RecordingMotoServer(ThreadedMotoServer):
+        def _server_entry(self) -> None:  # moto's own, with its WSGI app wrapped in a recorder
+            from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, \
+                create_backend_app
+            from werkzeug.serving import make_server
+
+            app = DomainDispatcherApplication(create_backend_app)
+
+            def recorded(environ, start_response):
+                path, query = environ.get("PATH_INFO", ""), environ.get("QUERY_STRING")
+                requests.append((environ["REQUEST_METHOD"], path + (f"?{query}" if query else ""),
+                                 environ.get("HTTP_X_AMZ_REQUEST_PAYER")))
+                return app(environ, start_response)
+
+            self._server = make_server(self._ip_address, self._port, recorded, True, request_handler=MotoRequestHandler)
+            self._server_ready_event.set()
+            self._server.serve_forever()
 
     def start(bucket: str, key_id: str = "testing", secret: str = "testing"):
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        server = RecordingMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
         server.start()
         servers.append(server)
         monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
@@ -95,6 +116,7 @@ def moto_server(monkeypatch):
         client.create_bucket(Bucket=bucket)
         return client
 
+    start.requests = requests
     yield start
     for server in servers:
         server.stop()

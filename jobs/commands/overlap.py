@@ -63,7 +63,8 @@ class OverlapConfig:
     max_sources: int = option(10, "corpus document ids kept per row (and per n-gram per part)", min=1)
     resume: bool = option(True, "reuse corpus parts an earlier run with the same settings finished",
                           flags=("--resume/--no-resume",))
-    requester_pays: bool = option(False, "read s3:// inputs from requester-pays buckets")
+    requester_pays: bool = option(False, "read s3:// inputs (benchmark, corpus, --index, --null) from "
+                                  "requester-pays buckets")
     progress: bool = progress_option()
     semantic: bool = option(False, "also find rephrased items: corpus windows embedded on the workers, each item's "
                             "nearest windows checked for its numbers, names, rare words and code (semantic.parquet, "
@@ -187,8 +188,8 @@ def semantic_request(cfg: OverlapConfig, rows: list[dict]) -> tuple:
     if cfg.index:  # the index's stored windows: its embedder and plan, or a refusal (semantic_index.check_index)
         from jobs.parts.overlap.semantic_index import check_index, index_embeddings
 
-        words, stride = check_index(index_embeddings(cfg.index), cfg.index, embedder, words, stride,
-                                    SemanticRequest.max_tokens)
+        block = index_embeddings(cfg.index, cfg.requester_pays)
+        words, stride = check_index(block, cfg.index, embedder, words, stride, SemanticRequest.max_tokens)
     req = SemanticRequest(corpus=cfg.corpus, index=cfg.index, embedder=embedder,
                           embedder_name=cfg.embedder, top_k=cfg.top_k, window_words=words,
                           window_stride=stride, text_field=cfg.text_field, id_field=cfg.id_field or None,
@@ -233,7 +234,7 @@ def ask_index(cfg: OverlapConfig, bench) -> tuple:
     from jobs.parts.index.query import index_matches, index_shards
     from jobs.parts.index.reader import local_index
 
-    local, meta = local_index(cfg.index)
+    local, meta = local_index(cfg.index, cfg.requester_pays)
     c = meta["counts"]
     counts = {"corpus_files": c["files"], "corpus_bytes": c["bytes"], "corpus_records": c["records"],
               "corpus_documents": c["documents"], "corpus_quarantined": c["quarantined"],
@@ -324,7 +325,7 @@ def run(cfg: OverlapConfig) -> None:
     from jobs.parts.index.reader import local_index
 
     try:
-        shards = index_shards(local_index(cfg.index)[0])
+        shards = index_shards(local_index(cfg.index, cfg.requester_pays)[0])
     except (FileNotFoundError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

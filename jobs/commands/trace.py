@@ -43,6 +43,8 @@ class TraceConfig:
     batch_texts: int = option(500, "texts per task (each task asks one index part)", min=1)
     chunk_texts: int = option(2000, "texts traced and written at a time (the driver holds one chunk's spans and "
                               "snippets)", min=1)
+    requester_pays: bool = option(False, "read an s3:// --index, --texts or --generations from a requester-pays "
+                                  "bucket")
     runner: str = runner_option()
     progress: bool = progress_option()
 
@@ -51,7 +53,7 @@ class TraceConfig:
 
         return TraceSettings(min_words=self.min_words, docs_per_span=self.docs_per_span,
                              context_words=self.context_words, batch_texts=self.batch_texts,
-                             chunk_texts=self.chunk_texts)
+                             chunk_texts=self.chunk_texts, requester_pays=self.requester_pays)
 
 
 def checked(**options) -> TraceConfig:
@@ -75,11 +77,11 @@ def run_trace(cfg: TraceConfig) -> dict:
     from jobs.parts.trace.tables import trace
 
     t0, phases = time.perf_counter(), PhaseClock()
-    local, meta = local_index(cfg.index)
+    local, meta = local_index(cfg.index, cfg.requester_pays)
     runner, why = start_runner(cfg.runner, meta.get("index_bytes"), actors=0, gpus_per_actor=0.0)
     summary = Summary(cfg.min_words)
     if not cfg.out:
-        rows, bad = read_texts(cfg.generations, cfg.texts, cfg.text)
+        rows, bad = read_texts(cfg.generations, cfg.texts, cfg.text, cfg.requester_pays)
         spans, docs, stats = trace(rows, cfg.index, local, meta, cfg.settings(), runner=runner,
                                    progress=cfg.progress)
         summary.add(rows, spans, docs, stats)
@@ -114,7 +116,7 @@ def _trace_to(cfg: TraceConfig, local, meta, summary, phases, runner) -> dict:
     bad: list[dict] = []
 
     def good_rows():  # the input's chunks, their quarantined rows kept aside (ids and reasons, no text)
-        for rows, rejected in text_chunks(cfg.generations, cfg.texts, cfg.text, cfg.chunk_texts):
+        for rows, rejected in text_chunks(cfg.generations, cfg.texts, cfg.text, cfg.chunk_texts, cfg.requester_pays):
             bad.extend(rejected)
             if rows:
                 yield rows

@@ -17,13 +17,14 @@ from pathlib import Path
 import numpy as np
 
 
-def local_index(idx: str) -> tuple[Path, dict]:
-    """(a local directory holding the index's shards, index.json). Refuses an incomplete index."""
+def local_index(idx: str, requester_pays: bool = False) -> tuple[Path, dict]:
+    """(a local directory holding the index's shards, index.json). Refuses an incomplete index. `requester_pays`:
+    an s3:// index in a requester-pays bucket (a shared, published index) is read with RequestPayer=requester."""
     from curation.io.outputs import Location
     from jobs.parts.index.build import SHARDS, check_index_path, require_index_packages
 
     require_index_packages()
-    where = Location(idx)
+    where = Location(idx, requester_pays=requester_pays)
     if not where.exists("_SUCCESS"):
         raise FileNotFoundError(f"{idx} is not a complete index (no _SUCCESS): run `tidemark index-corpus` to the end")
     meta = where.read_json("index.json")

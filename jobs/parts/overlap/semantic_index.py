@@ -32,11 +32,11 @@ NOT_ISOLATED = ("a part's search reads only the index's files; a failing part is
                 "damaged index, which a rerun resumes or `index-corpus` rebuilds")
 
 
-def index_embeddings(idx: str) -> dict:
+def index_embeddings(idx: str, requester_pays: bool = False) -> dict:
     """The `embeddings` block of a complete corpus index's index.json; ValueError when it has none."""
     from curation.io.outputs import Location
 
-    where = Location(idx)
+    where = Location(idx, requester_pays=requester_pays)
     if not where.exists("_SUCCESS"):
         raise FileNotFoundError(f"{idx} is not a complete index (no _SUCCESS): run `tidemark index-corpus` to the end")
     block = where.read_json("index.json").get("embeddings")
@@ -108,9 +108,10 @@ def _window_rows(where: Path, shards: list[dict], local: np.ndarray) -> dict:
     return {c: t.column(c) if t is not None else [] for c in names}
 
 
-def search_part(part: dict, queries, k: int, idx_uri: str, out_uri: str) -> dict:
+def search_part(part: dict, queries, k: int, idx_uri: str, out_uri: str, requester_pays: bool = False) -> dict:
     """One index part's k nearest windows for every query (a Ray task); writes the part's three files under
-    OUT/semantic/ and returns its summary (the counts the index recorded for it, and the search's time)."""
+    OUT/semantic/ and returns its summary (the counts the index recorded for it, and the search's time).
+    `requester_pays` reads an s3:// index's files with RequestPayer=requester (OUT is the user's own)."""
     import pyarrow.parquet as pq
 
     from curation.io.outputs import Location
@@ -122,7 +123,7 @@ def search_part(part: dict, queries, k: int, idx_uri: str, out_uri: str) -> dict
     t0 = time.perf_counter()
     ann.set_threads(int(TASK_CPUS))
     q = np.ascontiguousarray(np.asarray(queries, dtype=np.float32))
-    index, src = int(part["index"]), Location(idx_uri)
+    index, src = int(part["index"]), Location(idx_uri, requester_pays=requester_pays)
     base = index << PART_BITS
     with tempfile.TemporaryDirectory(prefix="tidemark-semantic-index-") as tmp:
         where = _part_files(src, f"{EMBEDDINGS}/{part_name(index)}", Path(tmp))
@@ -151,7 +152,9 @@ def run_index_parts(req, queries: np.ndarray, fp: str, where) -> tuple[list, dic
     from jobs.plane.runners import RAY
     from jobs.plane.task_map import watched_tasks
 
-    block = index_embeddings(req.index)
+    payer = bool(req.opts.get("requester_pays"))
+    src = Location(req.index, requester_pays=payer)
+    block = index_embeddings(req.index, payer)
     parts = block["parts"]
     shared: dict = {}
 
@@ -160,7 +163,7 @@ def run_index_parts(req, queries: np.ndarray, fp: str, where) -> tuple[list, dic
 
         if "queries" not in shared:
             shared["queries"] = ray.put(queries)
-        return watched_tasks(search_part, [(p, shared["queries"], req.top_k, Location(req.index).uri, where.uri)
+        return watched_tasks(search_part, [(p, shared["queries"], req.top_k, src.uri, where.uri, payer)
                                            for p in pending], desc="index parts", num_cpus=TASK_CPUS,
                              progress=req.progress)
 
@@ -169,5 +172,5 @@ def run_index_parts(req, queries: np.ndarray, fp: str, where) -> tuple[list, dic
     summaries = run_parts(parts, index=lambda p: p["index"], digests={p["index"]: p["digest"] for p in parts},
                           store=PartStore(where, fp, PART_DIRS), pool=pool, runner=RAY, stats=stats,
                           run_id=new_run_id(), resume=req.resume, not_isolated=NOT_ISOLATED, start=start_driver)
-    files = Location(req.index).read_json("index.json")["counts"]["files"]
+    files = src.read_json("index.json")["counts"]["files"]
     return list(range(files)), summaries, stats

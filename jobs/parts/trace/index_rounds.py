@@ -35,7 +35,7 @@ def text_word_ids(text: str) -> np.ndarray:
 def _reader(shared: dict, part: str):
     from jobs.parts.index.reader import PartReader, local_index
 
-    local, _ = local_index(shared["index"])
+    local, _ = local_index(shared["index"], shared["requester_pays"])
     return PartReader(str(local / part))
 
 
@@ -87,10 +87,11 @@ def hits_in_part(shared: dict, part: str, batch: int) -> dict:
 
 
 def run_rounds(fn, idx: str, parts: Sequence[str], n_batches: int, payload: dict, *, runner, desc: str,
-               progress: bool) -> Iterator[dict]:
+               progress: bool, requester_pays: bool = False) -> Iterator[dict]:
     """fn(shared, part, batch) for every (part, batch) as a task on `runner`; results as they finish."""
     calls = [{"part": p, "batch": b} for b in range(n_batches) for p in parts]
-    yield from runner.map(fn, calls, {"index": idx, **payload}, desc=desc, progress=progress, num_cpus=TASK_CPUS)
+    yield from runner.map(fn, calls, {"index": idx, "requester_pays": requester_pays, **payload}, desc=desc,
+                          progress=progress, num_cpus=TASK_CPUS)
 
 
 def batched(items: list, size: int) -> list[list]:

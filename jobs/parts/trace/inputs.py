@@ -12,17 +12,18 @@ STAGE = "trace"
 BATCH_ROWS = 4096  # Parquet rows read at a time
 
 
-def text_chunks(generations: str | None, texts: str | None, text: str | None, size: int
-                ) -> Iterator[tuple[list[dict], list[dict]]]:
-    """Per chunk of at most `size` input rows: ([{"id", "text", + carried fields}], quarantine records)."""
+def text_chunks(generations: str | None, texts: str | None, text: str | None, size: int,
+                requester_pays: bool = False) -> Iterator[tuple[list[dict], list[dict]]]:
+    """Per chunk of at most `size` input rows: ([{"id", "text", + carried fields}], quarantine records).
+    `requester_pays`: an s3:// input is read with RequestPayer=requester."""
     from curation.io.ledger import quarantine_record
 
     if text is not None:
         raw: Iterator[dict] = iter([{"id": "text", "text": text}])
     elif generations:
-        raw = _generation_rows(generations)
+        raw = _generation_rows(generations, requester_pays)
     else:
-        raw = _file_rows(texts)
+        raw = _file_rows(texts, requester_pays)
     seen: set[str] = set()
     good, bad, n = [], [], 0
     for k, r in enumerate(raw):
@@ -49,19 +50,20 @@ def text_chunks(generations: str | None, texts: str | None, text: str | None, si
         yield good, bad
 
 
-def read_texts(generations: str | None, texts: str | None, text: str | None) -> tuple[list[dict], list[dict]]:
+def read_texts(generations: str | None, texts: str | None, text: str | None, requester_pays: bool = False
+               ) -> tuple[list[dict], list[dict]]:
     """Every row at once: (rows, quarantine records)."""
     good, bad = [], []
-    for g, b in text_chunks(generations, texts, text, 1 << 30):
+    for g, b in text_chunks(generations, texts, text, 1 << 30, requester_pays):
         good += g
         bad += b
     return good, bad
 
 
-def _file_rows(path: str) -> Iterator[dict]:
+def _file_rows(path: str, requester_pays: bool = False) -> Iterator[dict]:
     from curation.io.outputs import local_copy
 
-    with local_copy(path) as local:
+    with local_copy(path, requester_pays=requester_pays) as local:
         p = Path(local)
         if p.suffix == ".parquet" or p.is_dir():
             import pyarrow.dataset as ds
@@ -88,7 +90,7 @@ def _file_rows(path: str) -> Iterator[dict]:
                 yield {"id": rec.get("id", f"line{n}"), "text": rec.get("text")}
 
 
-def _generation_rows(path: str) -> Iterator[dict]:
+def _generation_rows(path: str, requester_pays: bool = False) -> Iterator[dict]:
     """One row per generated sample of an evaluate OUT (or its generations.parquet): id `ROW/KIND/SAMPLE`, with the
     benchmark row, the prompt kind and the sample carried; a request that produced no text is quarantined."""
     import pyarrow.dataset as ds
@@ -98,7 +100,7 @@ def _generation_rows(path: str) -> Iterator[dict]:
     spec = path.rstrip("/")
     if not spec.endswith("generations.parquet"):
         spec += "/generations.parquet"
-    with local_copy(spec) as local:
+    with local_copy(spec, requester_pays=requester_pays) as local:
         data = ds.dataset(local, format="parquet")
         for batch in data.to_batches(columns=["id", "kind", "sample", "text", "error"], batch_size=BATCH_ROWS):
             for r in batch.to_pylist():

@@ -41,6 +41,7 @@ class TraceSettings:
     batch_texts: int = 500
     batch_spans: int = 2000
     chunk_texts: int = 2000  # texts traced, merged and written at a time: the driver holds one chunk's snippets
+    requester_pays: bool = False  # an s3:// index is read with RequestPayer=requester (by the workers too)
 
 
 def trace(rows: list[dict], idx: str, local, meta: dict, s: TraceSettings, *, runner, progress: bool = True
@@ -88,7 +89,7 @@ def _trace_chunk(rows: list[dict], idx: str, parts: list[str], total: int, s: Tr
     longest = [np.zeros(a.size, dtype=np.int64) for a in ids]
     unigrams = [np.zeros(a.size, dtype=np.int64) for a in ids]
     for res in run_rounds(longest_in_part, idx, parts, len(batches), {"batches": batches}, runner=runner,
-                          desc="trace: spans", progress=False):
+                          desc="trace: spans", progress=False, requester_pays=s.requester_pays):
         base = res["batch"] * s.batch_texts
         for k, (lg, ug) in enumerate(zip(res["longest"], res["unigrams"])):
             np.maximum(longest[base + k], lg, out=longest[base + k])
@@ -101,7 +102,7 @@ def _trace_chunk(rows: list[dict], idx: str, parts: list[str], total: int, s: Tr
     for res in run_rounds(hits_in_part, idx, parts, len(span_batches) if flat else 0,
                           {"span_batches": span_batches, "docs_per_span": s.docs_per_span,
                            "context_words": s.context_words}, runner=runner, desc="trace: documents",
-                          progress=False):
+                          progress=False, requester_pays=s.requester_pays):
         base = res["batch"] * s.batch_spans
         for k, (cnt, occ) in enumerate(res["spans"]):
             counts[base + k] += cnt
