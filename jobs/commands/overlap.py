@@ -200,9 +200,11 @@ def semantic_request(cfg: OverlapConfig, rows: list[dict]) -> tuple:
                               cfg.judge_api_base, cfg.judge_model, cfg.judge_kind, cfg.judge_budget,
                               cfg.judge_api_key_env) if cfg.judge_model else None)
     if req.judge is not None:  # the judge asks only after the corpus pass: an unusable server fails now, not then
-        from jobs.parts.overlap.semantic_judge import probe_judge
+        from curation.io.outputs import Location
+        from jobs.parts.overlap.semantic_judge import check_judge
+        from jobs.parts.overlap.semantic_parts import SEMANTIC_DIR
 
-        probe_judge(req.judge)
+        check_judge(req.judge, Location(cfg.out).child(SEMANTIC_DIR), cfg.resume)
     return req, null_rows, null_bad
 
 

@@ -8,7 +8,8 @@ to text-only's Journal as it arrives, under OUT/semantic/judge/_requests/, keyed
 sampling, the served model's name; not the address or the key), so a rerun with the same OUT pays nothing for a pair
 already asked, and a job stopped mid-way (a server gone, Ctrl-C) loses only the requests in flight. The pairs come
 only after the corpus pass, so the command first sends the server one tiny request (probe_judge) and stops at once,
-exit 2, when it cannot be used.
+exit 2, when it cannot be used; unless OUT already holds journaled answers and the run resumes (check_judge): a
+rerun whose every pair is cached needs no server, and one that still needs it stops when the first pair is asked.
 
 --judge-budget N: at most N pairs are judged, the most likely rephrases first (decision score, then cosine, then
 input order; benchmark and null items alike, so the null is judged under the same rule as the benchmark). The N are
@@ -106,6 +107,32 @@ def probe_judge(jreq: JudgeRequest) -> None:
             f"the LLM judge cannot be used: a one-token test request to {client.url} (model {jreq.model!r}) failed: "
             f"{reason}. Check --judge-api-base, --judge-model and --judge-api-key-env ({jreq.api_key_env} is "
             f"{'set' if key else 'not set'})")) from None
+
+
+def journaled_answers(semantic_dir: str) -> int:
+    """How many of the judge's answers an earlier run journaled under OUT/semantic/ (`semantic_dir`)."""
+    from curation.io.outputs import Location
+    from jobs.parts.text_only.generation import Journal
+
+    return len(Journal(Location(Location(semantic_dir).child(JUDGE_DIR)), 0).load())
+
+
+def check_judge(jreq: JudgeRequest, semantic_dir: str, resume: bool) -> None:
+    """probe_judge before the corpus pass. When it fails and the run resumes an OUT that holds journaled answers,
+    the run goes on with a warning instead: those answers may be every pair it asks (a rerun to redraw a report, the
+    server long gone), and if they are not, the first pair it must send stops it then, after a corpus pass that a
+    resumed run mostly reuses."""
+    from jobs.kit.log import log
+    from scoring.api.client import ApiFatal
+
+    try:
+        probe_judge(jreq)
+    except ApiFatal as exc:
+        cached = journaled_answers(semantic_dir) if resume else 0
+        if not cached:
+            raise
+        log(f"warning: {exc}. OUT holds {cached:,} journaled answer(s) from an earlier run, so the run goes on: a "
+            "pair not among them stops it when it is asked")
 
 
 def side(qs: Sequence[int], decisions: Sequence, verdicts: Sequence, threshold: float, cut: set, failed: set) -> dict:

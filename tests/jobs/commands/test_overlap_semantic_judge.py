@@ -280,3 +280,29 @@ def test_the_probe_fails_fast_and_names_the_refusal(monkeypatch):
         assert "model 'judge-13b'" in str(exc.value) and "--judge-model" in str(exc.value)
         probe_judge(JudgeRequest(server.url, MODEL, api_key_env=KEY_ENV))  # a working judge: no error
         assert len(server.probes) == 3 and server.requests == 0  # each probe one request: 401 and 404 are not retried
+
+
+def test_a_rerun_whose_pairs_are_all_journaled_needs_no_judge_server(judged, tmp_path, monkeypatch, capsys):
+    """With the server gone, a resumed rerun of an OUT that holds every answer goes on (a warning names the probe's
+    failure) and decides as before; without --resume it stops before the corpus pass, as a first run does."""
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(judged["out"], out)
+    monkeypatch.setenv(KEY_ENV, KEY)
+    root, gone = judged["root"], f"http://127.0.0.1:{free_port()}/v1"
+    cfg = dict(benchmark=str(root / "bench.jsonl"), corpus=str(root / "corpus"), out=str(out),
+               benchmark_field="question", semantic=True, n=0, embedder=str(root / "model"),
+               null=str(root / "null.jsonl"), progress=False, judge_model=MODEL, judge_api_base=gone,
+               judge_api_key_env=KEY_ENV)
+    capsys.readouterr()
+    run_overlap(OverlapConfig(**cfg))
+    err = capsys.readouterr().err
+    assert "warning: the LLM judge cannot be used" in err and "Connection refused" in err
+    assert "6 journaled answer(s) from an earlier run, so the run goes on" in err
+    rows = {r["id"]: r for r in pq.read_table(out / "semantic.parquet").to_pylist()}
+    assert rows == judged["runs"][2]["rows"]
+    j = json.loads((out / "report.json").read_text())["semantic"]["judge"]
+    assert j["calls"] == 0 and j["cached"] == 6
+    with pytest.raises(RuntimeError, match="the LLM judge cannot be used"):
+        run_overlap(OverlapConfig(**cfg, resume=False))
