@@ -8,7 +8,7 @@ below the threshold set on the null; one of each marked, so the judge rescues on
 One OUT, three runs: --judge-budget 2 asks the two most likely pairs only (the rest keep the verifier's decision);
 without a budget the rerun asks only the four pairs not yet answered; a third run asks nothing. Each run first sends
 the server one probe (semantic_judge.probe_judge), which the fake counts apart from the judged pairs; a server that
-cannot be used stops the command with exit 2 before the corpus pass."""
+cannot be used stops the command with exit 2 before the corpus pass, unless a resumed OUT holds journaled answers."""
 from __future__ import annotations
 
 import json
