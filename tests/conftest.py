@@ -71,8 +71,7 @@ def moto_server(monkeypatch):
     mocks boto3 inside this process only), other processes that get this environment, a `tidemark` subprocess and
     the Ray workers it starts, reach the same buckets. Returns a boto3 client; the server stops with the test.
     Every request the server answers is recorded in `moto_server.requests` as (method, path?query, its
-    x-amz-request-payer header),
-    which is how a test sees what a subprocess or a worker sent."""
+    x-amz-request-payer header), which is how a test sees what a subprocess or a worker sent."""
     pytest.importorskip("flask", reason="moto's server mode needs moto[server]")
     import socket
 

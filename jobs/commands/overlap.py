@@ -204,7 +204,7 @@ def semantic_request(cfg: OverlapConfig, rows: list[dict]) -> tuple:
         from jobs.parts.overlap.semantic_judge import check_judge
         from jobs.parts.overlap.semantic_parts import SEMANTIC_DIR
 
-        check_judge(req.judge, Location(cfg.out).child(SEMANTIC_DIR), cfg.resume)
+        check_judge(req.judge, Location(Location(cfg.out).child(SEMANTIC_DIR)), cfg.resume)
     return req, null_rows, null_bad
 
 

@@ -51,7 +51,7 @@ def wordpiece_vocab(sentences: Sequence[str], size: int) -> dict[str, int]:
     tokens = list(dict.fromkeys([*SPECIAL, *chars, *(f"##{c}" for c in chars)]))
     known = set(tokens)
     tokens += [w for w, _ in sorted(words.items(), key=lambda kv: (-kv[1], kv[0])) if w not in known]
-    return {t: i for i, t in enumerate(tokens[:max(size, len(SPECIAL) + 2 * len(chars))])}
+    return {t: i for i, t in enumerate(tokens[:max(size, len(known))])}  # the characters are never cut
 
 
 def tiny_sentence_model(sentences: Sequence[str], *, hidden: int = 32, layers: int = 2, heads: int = 2,

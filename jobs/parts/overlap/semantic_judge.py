@@ -64,10 +64,17 @@ def judge_request(rid: str, kind: str, item: str, passage: str):
                       temperature=TEMPERATURE, system=system)
 
 
-def ask(jreq: JudgeRequest, requests: list, where) -> tuple[list[dict], set, dict]:
-    """(one generations row per request, the keys answered before this run, the runner's stats)."""
+def judge_journal(where):
+    """The journal of the judge's answers under OUT/semantic/ (`where`, a Location): what ask() reads and adds to,
+    and what check_judge counts."""
     from curation.io.outputs import Location
     from jobs.parts.text_only.generation import Journal
+
+    return Journal(Location(where.child(JUDGE_DIR)), 0)
+
+
+def ask(jreq: JudgeRequest, requests: list, where) -> tuple[list[dict], set, dict]:
+    """(one generations row per request, the keys answered before this run, the runner's stats)."""
     from scoring.api.client import ApiConfig, CompletionsClient
     from scoring.generation.runner import RequestRunner
 
@@ -75,7 +82,7 @@ def ask(jreq: JudgeRequest, requests: list, where) -> tuple[list[dict], set, dic
                     concurrency=jreq.concurrency)
     client = CompletionsClient(api, os.environ.get(jreq.api_key_env), endpoint="chat/completions")
     runner = RequestRunner(client, chat=True, model=api.model, concurrency=api.concurrency)
-    journal = Journal(Location(where.child(JUDGE_DIR)), 0)
+    journal = judge_journal(where)
     cached = journal.load()
     try:
         rows = runner.run(requests, cached, journal.add)
@@ -109,26 +116,18 @@ def probe_judge(jreq: JudgeRequest) -> None:
             f"{'set' if key else 'not set'})")) from None
 
 
-def journaled_answers(semantic_dir: str) -> int:
-    """How many of the judge's answers an earlier run journaled under OUT/semantic/ (`semantic_dir`)."""
-    from curation.io.outputs import Location
-    from jobs.parts.text_only.generation import Journal
-
-    return len(Journal(Location(Location(semantic_dir).child(JUDGE_DIR)), 0).load())
-
-
-def check_judge(jreq: JudgeRequest, semantic_dir: str, resume: bool) -> None:
-    """probe_judge before the corpus pass. When it fails and the run resumes an OUT that holds journaled answers,
-    the run goes on with a warning instead: those answers may be every pair it asks (a rerun to redraw a report, the
-    server long gone), and if they are not, the first pair it must send stops it then, after a corpus pass that a
-    resumed run mostly reuses."""
+def check_judge(jreq: JudgeRequest, where, resume: bool) -> None:
+    """probe_judge before the corpus pass (`where`: OUT/semantic/, a Location). When it fails and the run resumes an
+    OUT that holds journaled answers, the run goes on with a warning instead: those answers may be every pair it asks
+    (a rerun to redraw a report, the server long gone), and if they are not, the first pair it must send stops it
+    then, after a corpus pass that a resumed run mostly reuses."""
     from jobs.kit.log import log
     from scoring.api.client import ApiFatal
 
     try:
         probe_judge(jreq)
     except ApiFatal as exc:
-        cached = journaled_answers(semantic_dir) if resume else 0
+        cached = len(judge_journal(where).load()) if resume else 0
         if not cached:
             raise
         log(f"warning: {exc}. OUT holds {cached:,} journaled answer(s) from an earlier run, so the run goes on: a "
